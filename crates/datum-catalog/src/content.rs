@@ -436,9 +436,19 @@ pub(crate) fn hash_source(
 }
 
 /// [`hash_source`] without a cache: the file at `path` opened (as the
-/// compile opens a source) and read whole.
+/// compile opens a source) and read whole. Only a regular file: the
+/// compile's resolver refuses anything else by its `lstat` before hashing,
+/// and a FIFO, opened without blocking, would read as empty (or as
+/// whatever a writer sends) and pass for a source.
 pub(crate) fn hash_file(path: &Path) -> std::io::Result<(crate::hashes::SourceDigests, u64)> {
-    hash_open(&mut datum_host::repo::open(path)?)
+    let mut file = datum_host::repo::open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    hash_open(&mut file)
 }
 
 fn hash_open(file: &mut std::fs::File) -> std::io::Result<(crate::hashes::SourceDigests, u64)> {

@@ -2325,6 +2325,57 @@ fn a_sensitive_sources_snapshot_hashes_the_source_again_at_each_load() {
     }
 }
 
+/// A sensitive source in a pull checkout (whose snapshot is keyed by the
+/// commit, its files not looked at) replaced by a FIFO or a link is not
+/// hashed again as if it were the file: the snapshot is left unused and
+/// the compile refuses the source, as without a snapshot.
+#[test]
+fn a_sensitive_source_replaced_by_a_fifo_or_a_link_leaves_the_snapshot_unused() {
+    for kind in ["fifo", "link"] {
+        let s = Sandbox::new("", None);
+        s.write(
+            "repo/base/token.yaml",
+            "datum: v1alpha1\ntype: File\nname: token\nsensitive: true\ndesired:\n  path: /etc/token\n  source: files/token\n",
+        );
+        s.write("repo/base/files/token", "password=CANARY-7f21\n");
+        let folder = deploy_as_checkout(&s, &"d".repeat(40));
+        let s = s.applied();
+        let (code, json) = s.check_json(&[]);
+        assert_eq!((code, catalogue_source(&json)), (0, "snapshot"), "{json:#}");
+        let source = folder.join("base/files/token");
+        fs::remove_file(&source).expect("rm");
+        if kind == "fifo" {
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                &source,
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o600),
+                0,
+            )
+            .expect("mkfifo");
+        } else {
+            let elsewhere = s.dir.path().join("elsewhere");
+            fs::write(&elsewhere, "password=CANARY-7f21\n").expect("write");
+            std::os::unix::fs::symlink(&elsewhere, &source).expect("link");
+        }
+        let (code, json) = s.check_json(&[]);
+        // The compile refuses the source: exit 1, no findings from the
+        // snapshot (the FIFO read as empty gave 'File[token] changed').
+        assert_eq!(code, 1, "{kind}: {json:#}");
+        assert_ne!(
+            json["catalogue"].as_str(),
+            Some("snapshot"),
+            "{kind}: {json:#}"
+        );
+        let o = s.datum(&["--log-level", "debug", "check"]);
+        assert!(
+            stderr(&o).contains("source file cannot be hashed again"),
+            "{kind}: {}",
+            stderr(&o)
+        );
+    }
+}
+
 #[test]
 fn the_debug_log_says_why_the_catalogue_snapshot_was_not_used() {
     let s = Sandbox::new("", None);
