@@ -79,6 +79,10 @@ pub enum PlanError {
         action: String,
     },
     #[error(
+        "{source_name}: the values of the variables declared sensitive are over {VARIABLES_LIMIT} bytes in all, too many to withhold their copies in the drift"
+    )]
+    VariablesTooLarge { source_name: String },
+    #[error(
         "{source_name}: the normal plan shows none of the drift the refresh-only plan found ({drifted}), so it cannot say what the next apply does about it: was it made with `plan -refresh=false`? Make it with refresh (the default), or make both plans again if the drift was undone between them"
     )]
     NotRefreshed {
@@ -131,6 +135,9 @@ enum Member {
     Checks,
     PlannedValues,
     PriorState,
+    Variables,
+    Configuration,
+    OutputChanges,
     Redacted,
     StateMark,
     Other,
@@ -146,6 +153,9 @@ fn member(key: &str) -> Member {
         "checks" => Member::Checks,
         "planned_values" => Member::PlannedValues,
         "prior_state" => Member::PriorState,
+        "variables" => Member::Variables,
+        "configuration" => Member::Configuration,
+        "output_changes" => Member::OutputChanges,
         "plan_format_version" | "provider_schemas" => Member::Redacted,
         "values" | "lineage" | "serial" => Member::StateMark,
         _ => Member::Other,
@@ -210,6 +220,9 @@ pub fn parse_reader<R: std::io::Read>(
     // other resources once every entry is read. Never part of the Plan.
     let mut secrets = Hidden::default();
     let mut drift_read = false;
+    // The values of the root module's variables (the plan's `variables`, which come before
+    // the `configuration` that says which are sensitive), until it is known which to keep.
+    let mut variables = Variables::default();
     let scan = |e| scan_error(source_name, e);
 
     let mut more = scanner
@@ -252,6 +265,24 @@ pub fn parse_reader<R: std::io::Read>(
                     scanner.parse(stream::owned).map_err(scan)?;
                 header.failed_checks = failed_checks(raw.get().as_bytes());
             }
+            Member::Variables if first_error.is_none() && copies_may_show(&plan, drift_read) => {
+                variables.read(&mut scanner).map_err(scan)?;
+            }
+            Member::Configuration
+                if first_error.is_none() && copies_may_show(&plan, drift_read) =>
+            {
+                variables.read_declared(&mut scanner).map_err(scan)?;
+            }
+            Member::OutputChanges
+                if first_error.is_none() && copies_may_show(&plan, drift_read) =>
+            {
+                let mut learn = Marked {
+                    secrets: &mut secrets,
+                    first_error: &mut first_error,
+                    source_name,
+                };
+                members(&mut scanner, |scanner, _| learn.output_change(scanner)).map_err(scan)?;
+            }
             kind @ (Member::PlannedValues | Member::PriorState)
                 if first_error.is_none() && copies_may_show(&plan, drift_read) =>
             {
@@ -277,6 +308,7 @@ pub fn parse_reader<R: std::io::Read>(
                     Member::PlannedValues => header.looks_like_plan = true,
                     Member::Redacted => header.redacted = true,
                     Member::StateMark => header.state_marks = true,
+                    Member::Configuration => variables.configuration_seen = true,
                     _ => {}
                 }
                 scanner.skip_value().map_err(scan)?;
@@ -315,6 +347,9 @@ pub fn parse_reader<R: std::io::Read>(
     }
     if let Some(e) = first_error {
         return Err(e);
+    }
+    if copies_may_show(&plan, drift_read) {
+        variables.keep_sensitive(&mut secrets, source_name)?;
     }
     if !secrets.is_empty() {
         // A provider can copy a value into another resource that does not mark it (the
@@ -390,6 +425,126 @@ fn copies_may_show(plan: &Plan, drift_read: bool) -> bool {
                 .any(|d| d.diffs.iter().any(|diff| !diff.sensitive)))
 }
 
+/// How many bytes of variable values may wait for the `configuration` to say which
+/// variables are sensitive.
+const VARIABLES_LIMIT: usize = 16 << 20;
+
+/// The strings of the root module's variables declared sensitive, to withhold their
+/// unmarked copies in the drift: a sensitive variable used only where it is not stored in
+/// state (or by a resource that is not in the state) is marked nowhere else, and a provider
+/// can copy it into another resource unmarked. The plan's `variables` (every value, in
+/// plain text) come before the `configuration` that says which are sensitive, so their
+/// strings are kept, up to [`VARIABLES_LIMIT`] bytes, until it is read; nothing is shown
+/// before the whole document is read.
+#[derive(Default)]
+struct Variables {
+    /// Each variable's strings, by name, while it is not known whether it is sensitive.
+    values: Vec<(String, Hidden)>,
+    /// Variables whose values were over the limit (only their names are kept).
+    dropped: Vec<String>,
+    bytes: usize,
+    /// The variables `configuration.root_module.variables` declares sensitive, once read.
+    sensitive: Option<std::collections::BTreeSet<String>>,
+    /// A `configuration` member was there (read or skipped).
+    configuration_seen: bool,
+}
+
+/// A variable of the plan's `variables`.
+#[derive(serde::Deserialize)]
+struct RawVariable<'a> {
+    #[serde(borrow, default)]
+    value: Option<&'a RawValue>,
+}
+
+/// A variable of `configuration.root_module.variables`: only whether it is sensitive.
+#[derive(serde::Deserialize)]
+struct RawDeclared {
+    #[serde(default)]
+    sensitive: Option<Value>,
+}
+
+impl Variables {
+    /// The plan's `variables`: `{name: {value}}`.
+    fn read<R: std::io::Read>(
+        &mut self,
+        scanner: &mut stream::Scanner<R>,
+    ) -> Result<(), stream::Stop> {
+        members(scanner, |scanner, name| {
+            if self.sensitive.as_ref().is_some_and(|s| !s.contains(name)) {
+                return scanner.skip_value();
+            }
+            let (hidden, size) = scanner.parse(|bytes| {
+                let (raw, used) = stream::one::<RawVariable<'_>>(bytes)?;
+                let mut hidden = Hidden::default();
+                if let Some(value) = raw.value {
+                    hidden.add(
+                        &serde_json::from_str(value.get())?,
+                        Some(&Value::Bool(true)),
+                    );
+                }
+                Ok(((hidden, used), used))
+            })?;
+            if self.sensitive.is_some() || self.bytes + size <= VARIABLES_LIMIT {
+                self.bytes += size;
+                self.values.push((name.to_owned(), hidden));
+            } else {
+                self.dropped.push(name.to_owned());
+            }
+            Ok(())
+        })
+    }
+
+    /// `configuration`: which of the root module's variables are declared sensitive.
+    fn read_declared<R: std::io::Read>(
+        &mut self,
+        scanner: &mut stream::Scanner<R>,
+    ) -> Result<(), stream::Stop> {
+        self.configuration_seen = true;
+        let mut sensitive = std::collections::BTreeSet::new();
+        members(scanner, |scanner, key| match key {
+            "root_module" => members(scanner, |scanner, key| match key {
+                "variables" => members(scanner, |scanner, name| {
+                    let declared = scanner.parse(|bytes| stream::one::<RawDeclared>(bytes))?;
+                    // Anything but `false` or nothing hides: fail closed.
+                    if declared
+                        .sensitive
+                        .is_some_and(|s| !matches!(s, Value::Bool(false) | Value::Null))
+                    {
+                        sensitive.insert(name.to_owned());
+                    }
+                    Ok(())
+                }),
+                _ => scanner.skip_value(),
+            }),
+            _ => scanner.skip_value(),
+        })?;
+        self.values.retain(|(name, _)| sensitive.contains(name));
+        self.dropped.retain(|name| sensitive.contains(name));
+        self.sensitive = Some(sensitive);
+        Ok(())
+    }
+
+    /// Add the strings of the sensitive variables to `secrets`: every variable's when the
+    /// document has no `configuration` to say which are (fail closed).
+    fn keep_sensitive(self, secrets: &mut Hidden, source_name: &str) -> Result<(), PlanError> {
+        let keep = |name: &str| match &self.sensitive {
+            Some(sensitive) => sensitive.contains(name),
+            None => !self.configuration_seen,
+        };
+        if self.dropped.iter().any(|name| keep(name)) {
+            return Err(PlanError::VariablesTooLarge {
+                source_name: source_name.to_owned(),
+            });
+        }
+        for (name, hidden) in &self.values {
+            if keep(name) {
+                secrets.add_strings_of(hidden);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// How deep `child_modules` may nest before the document is refused.
 const MODULE_DEPTH: usize = 64;
 
@@ -452,8 +607,65 @@ impl Marked<'_> {
     ) -> Result<(), stream::Stop> {
         members(scanner, |scanner, key| match key {
             "root_module" => self.module(scanner, 0),
+            "outputs" => members(scanner, |scanner, _| self.output(scanner)),
             _ => scanner.skip_value(),
         })
+    }
+
+    /// An output of `outputs`: `{sensitive, value, type}`, learned when it is sensitive.
+    fn output<R: std::io::Read>(
+        &mut self,
+        scanner: &mut stream::Scanner<R>,
+    ) -> Result<(), stream::Stop> {
+        let learned = scanner.parse(|bytes| {
+            let (raw, used) = stream::one::<RawOutput<'_>>(bytes)?;
+            let marker = raw.sensitive.map(|v| v.get().as_bytes());
+            Ok((
+                marked_strings(raw.value.map(|v| v.get().as_bytes()), marker),
+                used,
+            ))
+        })?;
+        self.learn(learned);
+        Ok(())
+    }
+
+    /// An output of `output_changes`: each side with its own marker.
+    fn output_change<R: std::io::Read>(
+        &mut self,
+        scanner: &mut stream::Scanner<R>,
+    ) -> Result<(), stream::Stop> {
+        let learned = scanner.parse(|bytes| {
+            let (raw, used) = stream::one::<RawOutputChange<'_>>(bytes)?;
+            let side = |value: Option<&RawValue>, marker: Option<&RawValue>| {
+                marked_strings(
+                    value.map(|v| v.get().as_bytes()),
+                    marker.map(|v| v.get().as_bytes()),
+                )
+            };
+            let learned = side(raw.before, raw.before_sensitive).and_then(|mut hidden| {
+                hidden.add_strings_of(&side(raw.after, raw.after_sensitive)?);
+                Ok(hidden)
+            });
+            Ok((learned, used))
+        })?;
+        self.learn(learned);
+        Ok(())
+    }
+
+    fn learn(&mut self, learned: Result<Hidden, serde_json::Error>) {
+        match learned {
+            Ok(hidden) => self.secrets.add_strings_of(&hidden),
+            Err(e) => {
+                if self.first_error.is_none() {
+                    *self.first_error = Some(PlanError::Json {
+                        source_name: self.source_name.to_owned(),
+                        what: "invalid value inside an output",
+                        line: e.line(),
+                        column: e.column(),
+                    });
+                }
+            }
+        }
     }
 
     fn module<R: std::io::Read>(
@@ -519,6 +731,29 @@ impl Marked<'_> {
         }
         Ok(())
     }
+}
+
+/// An output of `prior_state.values` or `planned_values`: its value and whether it is
+/// sensitive.
+#[derive(serde::Deserialize)]
+struct RawOutput<'a> {
+    #[serde(borrow, default)]
+    value: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    sensitive: Option<&'a RawValue>,
+}
+
+/// An output of `output_changes`: its two sides and their markers.
+#[derive(serde::Deserialize)]
+struct RawOutputChange<'a> {
+    #[serde(borrow, default)]
+    before: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    after: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    before_sensitive: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    after_sensitive: Option<&'a RawValue>,
 }
 
 /// A resource of `prior_state` or `planned_values`: only its values and their marker.
@@ -1520,6 +1755,88 @@ mod tests {
             parse(&text, PlanRole::RefreshOnly),
             Err(PlanError::Json { .. })
         ));
+    }
+
+    #[test]
+    fn copies_of_sensitive_variables_and_outputs_are_withheld() {
+        // No resource marks anything: the secrets are a variable declared sensitive (its
+        // value only in `variables`, the declaration in `configuration`, after the drift as
+        // terraform writes them) and a sensitive output, each copied into a drifted tag.
+        let drift = r#"[{"address":"s.b","mode":"managed","change":{"actions":["update"],
+          "before":{"tags":{}},
+          "after":{"tags":{"pw":"CANARY-pw","out":"CANARY-out","region":"eu-west-1"}},
+          "before_sensitive":{"tags":{}},"after_sensitive":{"tags":{}}}}]"#;
+        let variables = r#"{"pw":{"value":"CANARY-pw"},"region":{"value":"eu-west-1"}}"#;
+        let config = r#"{"root_module":{"variables":{"pw":{"sensitive":true},"region":{}}}}"#;
+        let output = r#"{"sensitive":true,"type":"string","value":"CANARY-out"}"#;
+        let change = r#"{"actions":["no-op"],"before":"CANARY-out","after":"CANARY-out","before_sensitive":true,"after_sensitive":true}"#;
+        let shown = |text: &str, role: PlanRole| -> Vec<String> {
+            let plan = parse(text, role).unwrap();
+            plan.drift[0]
+                .diffs
+                .iter()
+                .map(|d| format!("{} {}", d.path, d.sensitive))
+                .collect()
+        };
+        let hidden = ["tags.out true", "tags.pw true", "tags.region false"];
+        for (role, text) in [
+            (
+                PlanRole::RefreshOnly,
+                format!(
+                    r#"{{"format_version":"1.2","variables":{variables},"planned_values":{{"outputs":{{"o":{output}}},"root_module":{{}}}},"resource_drift":{drift},"configuration":{config}}}"#
+                ),
+            ),
+            // The declaration first; the output only in output_changes.
+            (
+                PlanRole::Combined,
+                format!(
+                    r#"{{"format_version":"1.2","configuration":{config},"resource_drift":{drift},"output_changes":{{"o":{change}}},"variables":{variables}}}"#
+                ),
+            ),
+            // The output only in prior_state; no configuration at all: every variable is
+            // taken as sensitive (fail closed), so the region is hidden too.
+            (
+                PlanRole::RefreshOnly,
+                format!(
+                    r#"{{"format_version":"1.2","variables":{{"pw":{{"value":"CANARY-pw"}}}},"resource_drift":{drift},"prior_state":{{"values":{{"outputs":{{"o":{output}}}}}}}}}"#
+                ),
+            ),
+        ] {
+            assert_eq!(shown(&text, role), hidden, "{text}");
+            assert!(!format!("{:?}", parse(&text, role)).contains("CANARY"));
+        }
+        // Not sensitive: shown.
+        let text = format!(
+            r#"{{"format_version":"1.2","variables":{variables},"resource_drift":{drift},"output_changes":{{"o":{}}},"configuration":{}}}"#,
+            change.replace("true", "false"),
+            config.replace("true", "false")
+        );
+        assert_eq!(
+            shown(&text, PlanRole::RefreshOnly),
+            ["tags.out false", "tags.pw false", "tags.region false"]
+        );
+        // Without configuration, every variable is hidden.
+        let text = format!(
+            r#"{{"format_version":"1.2","variables":{variables},"resource_drift":{drift}}}"#
+        );
+        assert_eq!(
+            shown(&text, PlanRole::RefreshOnly),
+            ["tags.out false", "tags.pw true", "tags.region true"]
+        );
+        // Values over the limit waiting for the declaration: refused, unless the
+        // declaration says the big one is not sensitive.
+        let big = "x".repeat(VARIABLES_LIMIT);
+        for (sensitive, refused) in [("true", true), ("false", false)] {
+            let text = format!(
+                r#"{{"format_version":"1.2","variables":{{"pw":{{"value":"CANARY-pw"}},"big":{{"value":"{big}"}}}},"resource_drift":{drift},"configuration":{{"root_module":{{"variables":{{"pw":{{"sensitive":true}},"big":{{"sensitive":{sensitive}}}}}}}}}}}"#
+            );
+            let result = parse(&text, PlanRole::RefreshOnly);
+            assert_eq!(
+                matches!(result, Err(PlanError::VariablesTooLarge { .. })),
+                refused,
+                "{sensitive}"
+            );
+        }
     }
 
     #[test]

@@ -163,3 +163,55 @@ fn a_copy_of_a_secret_marked_only_in_a_resource_that_did_not_drift_is_withheld()
         out.stdout
     );
 }
+
+/// The `secret-variable` fixture: a variable declared sensitive (`CANARY-7f3a-unstored-pw`,
+/// used only where nothing stores it) and a sensitive output (`CANARY-7f3a-output-token`)
+/// are copied, unmarked, into tags of a bucket that drifted; no resource marks anything.
+/// Their values are only in the plan's `variables` (with `configuration` declaring which
+/// are sensitive, after the drift) and in the outputs.
+#[test]
+fn copies_of_a_sensitive_variable_and_output_in_unmarked_drift_are_withheld() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("drift.md");
+    let both = || report("secret-variable");
+    let plan_alone = || {
+        let mut c = driftwatch();
+        c.arg("report")
+            .arg("--plan")
+            .arg(fixture("secret-variable/plan.json"));
+        c
+    };
+    let drift_only = || {
+        let mut c = driftwatch();
+        c.arg("report")
+            .arg("--refresh-plan")
+            .arg(fixture("secret-variable/refresh_only.json"))
+            .arg("--drift-only");
+        c
+    };
+    for make in [
+        &both as &dyn Fn() -> assert_cmd::Command,
+        &plan_alone,
+        &drift_only,
+    ] {
+        for format in ["human", "json", "markdown"] {
+            let out = outcome(
+                make()
+                    .arg("--output")
+                    .arg(format)
+                    .arg("--markdown")
+                    .arg(&md),
+            );
+            assert!(out.code == 0 || out.code == 2, "{}", out.stderr);
+            assert_clean(format, &out.stdout);
+            assert_clean("stderr", &out.stderr);
+            assert_clean("markdown file", &std::fs::read_to_string(&md).unwrap());
+            // A variable not declared sensitive is still shown.
+            assert!(out.stdout.contains("eu-west-1"), "{}", out.stdout);
+        }
+    }
+    let out = outcome(both().arg("--output").arg("json"));
+    for path in ["tags.Owner", "tags.Token", "tags_all.Owner", "tags_all.Token"] {
+        assert!(out.stdout.contains(path), "{path}: {}", out.stdout);
+    }
+}
