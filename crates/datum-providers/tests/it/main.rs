@@ -236,14 +236,28 @@ fn tampering_shows_as_a_diff_and_is_repaired() {
     );
     conform(&root, &r, Action::Create);
 
-    // A chmod: only the mode differs, and it is fixed in place.
+    // A chmod that takes no one's writing away: only the mode differs, and
+    // it is fixed in place.
+    std::fs::set_permissions(&live, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let inode = std::fs::metadata(&live).unwrap().ino();
+    let diff = plan(&root, &r);
+    assert_eq!(diff.changed_fields(), ["mode"]);
+    assert_eq!(diff.changes[0].before, Some(json!("0600")));
+    conform(&root, &r, Action::Update);
+    assert_eq!(std::fs::metadata(&live).unwrap().ino(), inode);
+
+    // One that takes writing away from others (0666): rewritten, so a
+    // descriptor opened for writing while it was 0666 writes nowhere the
+    // path leads (40cfb5b).
     std::fs::set_permissions(&live, std::fs::Permissions::from_mode(0o666)).unwrap();
     let inode = std::fs::metadata(&live).unwrap().ino();
     let diff = plan(&root, &r);
     assert_eq!(diff.changed_fields(), ["mode"]);
     assert_eq!(diff.changes[0].before, Some(json!("0666")));
     conform(&root, &r, Action::Update);
-    assert_eq!(std::fs::metadata(&live).unwrap().ino(), inode);
+    assert_ne!(std::fs::metadata(&live).unwrap().ino(), inode);
+    assert_eq!(mode_of(&live), 0o644);
+    assert_eq!(std::fs::read(&live).unwrap(), b"managed\n");
 
     // An edit: the content differs, with the edited checksum as "before".
     std::fs::write(&live, b"edited by hand\n").unwrap();
