@@ -211,7 +211,12 @@ fn copies_of_a_sensitive_variable_and_output_in_unmarked_drift_are_withheld() {
         }
     }
     let out = outcome(both().arg("--output").arg("json"));
-    for path in ["tags.Owner", "tags.Token", "tags_all.Owner", "tags_all.Token"] {
+    for path in [
+        "tags.Owner",
+        "tags.Token",
+        "tags_all.Owner",
+        "tags_all.Token",
+    ] {
         assert!(out.stdout.contains(path), "{path}: {}", out.stdout);
     }
 }
