@@ -621,6 +621,166 @@ fn apache2() {
     );
 }
 
+/// The lines a definition says its program prints itself
+/// (`ValidatorDef::own_lines`, whose fixed words are not searched for a
+/// sensitive file's words) are the program's real wording: each program
+/// here, run on an invalid configuration, prints lines that are read as its
+/// own (each marker names one such line), and so is Datum's header of the
+/// lines it quotes.
+#[test]
+fn each_validators_own_lines_are_what_it_prints() {
+    fn check(def: &ValidatorDef, verdict: Result<(), Rejection>, markers: &[&str]) {
+        let Err(rejection) = verdict else {
+            panic!("{}: accepted an invalid sample", def.name);
+        };
+        let own = |line: &str| {
+            validators::own_line_holes(def.own_lines, line)
+                .or_else(|| validators::own_line_holes(validators::quote::OWN_LINES, line))
+                .is_some()
+        };
+        for marker in markers.iter().chain(&["offending line"]) {
+            let lines: Vec<&str> = rejection
+                .output
+                .lines()
+                .map(|l| l.trim_end_matches('\r'))
+                .filter(|l| l.contains(marker))
+                .collect();
+            assert!(
+                !lines.is_empty(),
+                "{}: no line holds {marker:?} in:\n{}",
+                def.name,
+                rejection.output
+            );
+            for line in lines {
+                assert!(
+                    own(line),
+                    "{}: {line:?} is not one of its own lines",
+                    def.name
+                );
+            }
+        }
+    }
+    let staged = [
+        (
+            "sshd",
+            "/etc/ssh/sshd_config",
+            0o600,
+            "Port 22\nNoSuchDirective yes\n",
+            &["Bad configuration option", "terminating"][..],
+        ),
+        (
+            "sudoers",
+            "/etc/sudoers.d/ops",
+            0o440,
+            "%ops ALL=(root /usr/bin/apt-get\n",
+            &["syntax error"][..],
+        ),
+        (
+            "sudoers",
+            "/etc/sudoers.d/ops",
+            0o440,
+            "Defaults datum_no_such_default\n",
+            &["unknown defaults entry"][..],
+        ),
+        (
+            "systemd-unit",
+            "/etc/systemd/system/datum-test.service",
+            0o644,
+            "[Unit]\nDescription=x\nDatumNoSuchKey=1\n[Service]\nExecStart=relative/path\n",
+            &[
+                "Unknown key",
+                "Neither a valid executable name",
+                "fatal error",
+                "bad unit file setting",
+            ][..],
+        ),
+        (
+            "nftables",
+            "/etc/nftables.conf",
+            0o644,
+            "table inet datum_test {\n  chain c {\n    tcp dport 22 acept\n  }\n}\n",
+            &["syntax error, unexpected"][..],
+        ),
+        (
+            "nftables",
+            "/etc/nftables.conf",
+            0o644,
+            "table inet datum_test {\n  chain c {\n    datumnosuch 22 accept\n  }\n}\n",
+            &["No symbol type information"][..],
+        ),
+        (
+            "haproxy",
+            "/etc/haproxy/haproxy.cfg",
+            0o644,
+            "global\n  no_such_keyword 1\n",
+            &[
+                "haproxy version is",
+                "path to executable",
+                "unknown keyword",
+                "Error(s) found",
+                "Fatal errors",
+            ][..],
+        ),
+        (
+            "logrotate",
+            "/etc/logrotate.d/app",
+            0o644,
+            "/nonexistent/datum/app.log {\n  rotate notanumber\n}\n",
+            &[
+                "debug mode does nothing",
+                "reading config file",
+                "bad rotation count",
+                "found error in",
+                "log configs",
+                "Handling",
+            ][..],
+        ),
+    ];
+    for (name, declared, mode, invalid, markers) in staged {
+        let Some(def) = require(name) else {
+            continue;
+        };
+        check(def, run_staged(def, declared, invalid, mode), markers);
+    }
+    // haproxy's exit 2 (no listener) quotes no line: its own line alone.
+    if let Some(def) = require("haproxy") {
+        let Err(r) = run_staged(
+            def,
+            "/etc/haproxy/haproxy.cfg",
+            "global\n  maxconn 10\n",
+            0o644,
+        ) else {
+            panic!("haproxy: a configuration without listener accepted");
+        };
+        let line = r.output.lines().find(|l| l.contains("no listener"));
+        assert!(
+            line.is_some_and(|l| validators::own_line_holes(def.own_lines, l).is_some()),
+            "{}",
+            r.output
+        );
+    }
+    if let Some(def) = require("nginx") {
+        let bad = "server {\n  listen 127.0.0.1:8099;\n  datum_no_such_directive on;\n}\n";
+        check(
+            def,
+            run_group(def, &nginx_root(bad)),
+            &["unknown directive", "test failed"],
+        );
+    }
+    if let Some(def) = require("apache2") {
+        check(
+            def,
+            run_group(def, &apache_root("DatumNoSuchDirective on\n")),
+            &[
+                "Syntax error on line",
+                "Invalid command",
+                "' failed.",
+                "error log may have",
+            ],
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Every validator that runs a program, in its sandbox: a configuration that
 // names log, pid and temporary paths in a watched folder leaves nothing

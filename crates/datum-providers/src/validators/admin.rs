@@ -187,6 +187,9 @@ fn definition(name: &str, e: Entry) -> Result<ValidatorDef, String> {
         timeout,
         env: &[],
         summary: leak(e.summary),
+        // An administrator's program's wording is not known: its every
+        // line is searched whole.
+        own_lines: &[],
     })
 }
 

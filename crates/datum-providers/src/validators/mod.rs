@@ -132,6 +132,47 @@ pub struct ValidatorDef {
     pub env: &'static [(&'static str, &'static str)],
     /// One line for `datum validators`.
     pub summary: &'static str,
+    /// The lines the program prints itself, whatever the configuration
+    /// holds (nginx's `configuration file F test failed`), as fixed text
+    /// with variable text (holes) between: see [`OwnLine`]. The engine
+    /// does not look for a sensitive file's words in their fixed text
+    /// (only in the holes), so a secret that happens to share a word with
+    /// the program's vocabulary does not withhold its every failure.
+    /// Found by running the program on valid and invalid configurations;
+    /// a line of another shape is searched whole, so a line missing here
+    /// withholds more, never less.
+    pub own_lines: &'static [OwnLine],
+}
+
+/// A line a validator (or Datum, [`quote::OWN_LINES`]) prints, as its fixed
+/// pieces in order: the first starts the line, the last ends it (either
+/// may be empty: the line starts or ends with a hole), the others are
+/// found in order, the text between two pieces being a hole. Each piece
+/// meets a hole at a character no word of a sensitive content ends with
+/// (a space, a quote, a colon, a bracket), and a piece is never empty
+/// between two holes. See [`own_line_holes`].
+pub type OwnLine = &'static [&'static str];
+
+/// The variable text (holes) of `line` if it is one of `own`'s lines (the
+/// first that fits), or `None` when it is none of them.
+pub fn own_line_holes<'l>(own: &[OwnLine], line: &'l str) -> Option<Vec<&'l str>> {
+    own.iter().find_map(|pieces| holes(line, pieces))
+}
+
+fn holes<'l>(line: &'l str, pieces: &[&str]) -> Option<Vec<&'l str>> {
+    let (first, after) = pieces.split_first()?;
+    let mut rest = line.strip_prefix(first)?;
+    let mut out = Vec::new();
+    let Some((last, middle)) = after.split_last() else {
+        return rest.is_empty().then_some(out);
+    };
+    for piece in middle {
+        let at = rest.find(piece)?;
+        out.push(&rest[..at]);
+        rest = &rest[at + piece.len()..];
+    }
+    out.push(rest.strip_suffix(last)?);
+    Some(out)
 }
 
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -154,6 +195,135 @@ const APACHE_ENV: &[(&str, &str)] = &[
     ("LANG", "C"),
 ];
 
+/// sshd's own lines (OpenSSH 9; it ends them with CR LF, which the
+/// engine takes off): `/etc/ssh/sshd_config: line 3: Bad configuration
+/// option: x`, `/etc/ssh/sshd_config: terminating, 1 bad configuration
+/// options`.
+const SSHD_LINES: &[OwnLine] = &[
+    &["", ": line ", ": Bad configuration option: ", ""],
+    &["", ": terminating, ", " bad configuration options"],
+];
+
+/// nginx's: `2026/12/07 11:17:58 [emerg] 1#1: unknown directive "x" in
+/// /f:3` (before the error log is open) or `nginx: [emerg] ...`, and what
+/// `nginx -t` says of the file as a whole (`-q` leaves out the success
+/// lines; they are kept for a run without it).
+const NGINX_LINES: &[OwnLine] = &[
+    &["", " [emerg] ", ": unknown directive \"", "\" in ", ""],
+    &["nginx: [emerg] unknown directive \"", "\" in ", ""],
+    &["nginx: configuration file ", " test failed"],
+    &["nginx: the configuration file ", " syntax is ok"],
+    &["nginx: configuration file ", " test is successful"],
+];
+
+/// visudo's (sudo 1.9): `/etc/sudoers.d/x:2:12: syntax error` (the line
+/// and a caret under it follow: not its own, searched),
+/// `x:1:18: unknown defaults entry "y"`, and `x: parsed OK` for each file
+/// it read.
+const VISUDO_LINES: &[OwnLine] = &[
+    &["", ": syntax error"],
+    &["", ": unknown defaults entry \"", "\""],
+    &["", ": parsed OK"],
+];
+
+/// systemd-analyze verify's (systemd 252): `/etc/x.service:4: Neither a
+/// valid executable name nor an absolute path: y`, `x.service: Unit
+/// configuration has fatal error, unit will not be started.`, `Unit
+/// x.service has a bad unit file setting.`, and the warning `x:3: Unknown
+/// key 'K' in section [S], ignoring.` printed beside them.
+const SYSTEMD_ANALYZE_LINES: &[OwnLine] = &[
+    &[
+        "",
+        ": Neither a valid executable name nor an absolute path: ",
+        "",
+    ],
+    &[
+        "",
+        ": Unit configuration has fatal error, unit will not be started.",
+    ],
+    &["Unit ", " has a bad unit file setting."],
+    &["", ": Unknown key '", "' in section [", "], ignoring."],
+];
+
+/// nft -c's (nftables 1.0): `/etc/nftables.conf:3:3-11: Error: syntax
+/// error, unexpected newline` and `...: Error: No symbol type
+/// information`; the quoted line and the carets under it are searched.
+const NFT_LINES: &[OwnLine] = &[
+    &["", ": Error: syntax error, unexpected ", ""],
+    &["", ": Error: No symbol type information"],
+];
+
+/// haproxy -c's (2.6): `[NOTICE]   (123) : haproxy version is 2.6.12`,
+/// `[NOTICE]   (123) : path to executable is /usr/sbin/haproxy`,
+/// `[ALERT]    (123) : config : parsing [/f:2] : unknown keyword 'x' in
+/// 'global' section`, `... : config : Error(s) found in configuration file
+/// : /f`, `... : config : Fatal errors found in configuration.`, the exit 2
+/// of a configuration without listener, and the success lines (exit 0).
+const HAPROXY_LINES: &[OwnLine] = &[
+    &["[NOTICE] ", ") : haproxy version is ", ""],
+    &["[NOTICE] ", ") : path to executable is ", ""],
+    &[
+        "[ALERT] ",
+        ") : config : parsing [",
+        "] : unknown keyword '",
+        "' in '",
+        "' section",
+    ],
+    &[
+        "[ALERT] ",
+        ") : config : Error(s) found in configuration file : ",
+        "",
+    ],
+    &[
+        "[ALERT] ",
+        ") : config : Fatal errors found in configuration.",
+    ],
+    &["Configuration file has no error but will not start (no listener) => exit(2)."],
+    &["Configuration file is valid"],
+    &["Warnings were found."],
+];
+
+/// apache2ctl -t's (Apache 2.4): `AH00526: Syntax error on line 8 of
+/// /f:`, `Invalid command 'X', perhaps misspelled or defined by a module
+/// not included in the server configuration`, `Action '-t -d ... -f ...'
+/// failed.`, `The Apache error log may have more information.` and
+/// `Syntax OK`.
+const APACHE2_LINES: &[OwnLine] = &[
+    &["AH00526: Syntax error on line ", " of ", ":"],
+    &[
+        "Invalid command '",
+        "', perhaps misspelled or defined by a module not included in the server configuration",
+    ],
+    &["Action '", "' failed."],
+    &["The Apache error log may have more information."],
+    &["Syntax OK"],
+];
+
+/// logrotate -d's (3.21): the debug mode's banner and progress lines,
+/// printed for every configuration, and its errors `error: /f:2 bad
+/// rotation count 'x'`, `error: /f:3 unknown option 'x' -- ignoring
+/// line`, `error: found error in /var/log/x.log , skipping`.
+const LOGROTATE_LINES: &[OwnLine] = &[
+    &[
+        "warning: logrotate in debug mode does nothing except printing debug messages!  Consider using verbose mode (-v) instead if this is not what you want.",
+    ],
+    &["reading config file ", ""],
+    &["Reading state from file: ", ""],
+    &["state file ", " does not exist"],
+    &["Allocating hash table for state file, size ", " entries"],
+    &["Handling ", " logs"],
+    &["removing last ", " log configs"],
+    &["error: ", " bad rotation count '", "'"],
+    &["error: ", " unknown option '", "' -- ignoring line"],
+    &["error: found error in ", " , skipping"],
+    &["empty log files are rotated, old logs are removed"],
+    &["considering log ", ""],
+    &["Creating new state"],
+    &["  Now: ", ""],
+    &["  Last rotated at ", ""],
+    &["  log does not need rotating (log has already been rotated)"],
+];
+
 /// Every shipped validator, in the order `datum validators` lists them.
 /// Every row must be free of side effects (see the module header).
 pub const VALIDATORS: &[ValidatorDef] = &[
@@ -170,6 +340,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         timeout: DEFAULT_TIMEOUT,
         env: &[],
         summary: "OpenSSH server configuration (sshd -t -f)",
+        own_lines: SSHD_LINES,
     },
     ValidatorDef {
         name: "nginx",
@@ -189,6 +360,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         timeout: DEFAULT_TIMEOUT,
         env: &[],
         summary: "nginx configuration as a whole (nginx -t -c)",
+        own_lines: NGINX_LINES,
     },
     ValidatorDef {
         name: "sudoers",
@@ -205,6 +377,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         timeout: DEFAULT_TIMEOUT,
         env: &[],
         summary: "sudoers file or drop-in (visudo -c -f)",
+        own_lines: VISUDO_LINES,
     },
     ValidatorDef {
         name: "json",
@@ -219,6 +392,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         timeout: DEFAULT_TIMEOUT,
         env: &[],
         summary: "well-formed JSON (built in)",
+        own_lines: &[],
     },
     ValidatorDef {
         name: "yaml",
@@ -233,6 +407,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         timeout: DEFAULT_TIMEOUT,
         env: &[],
         summary: "well-formed YAML (built in)",
+        own_lines: &[],
     },
     ValidatorDef {
         name: "toml",
@@ -247,6 +422,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         timeout: DEFAULT_TIMEOUT,
         env: &[],
         summary: "well-formed TOML (built in)",
+        own_lines: &[],
     },
     ValidatorDef {
         name: "systemd-unit",
@@ -261,6 +437,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         timeout: DEFAULT_TIMEOUT,
         env: &[],
         summary: "systemd unit file (systemd-analyze verify)",
+        own_lines: SYSTEMD_ANALYZE_LINES,
     },
     ValidatorDef {
         name: "nftables",
@@ -275,6 +452,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         timeout: DEFAULT_TIMEOUT,
         env: &[],
         summary: "nftables ruleset (nft -c -f)",
+        own_lines: NFT_LINES,
     },
     ValidatorDef {
         name: "haproxy",
@@ -290,6 +468,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         timeout: DEFAULT_TIMEOUT,
         env: &[],
         summary: "HAProxy configuration (haproxy -c -f)",
+        own_lines: HAPROXY_LINES,
     },
     ValidatorDef {
         name: "apache2",
@@ -307,6 +486,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         timeout: DEFAULT_TIMEOUT,
         env: APACHE_ENV,
         summary: "Apache configuration as a whole (apache2ctl -t -d -f)",
+        own_lines: APACHE2_LINES,
     },
     ValidatorDef {
         name: "logrotate",
@@ -322,6 +502,7 @@ pub const VALIDATORS: &[ValidatorDef] = &[
         timeout: DEFAULT_TIMEOUT,
         env: &[],
         summary: "logrotate configuration (logrotate -d)",
+        own_lines: LOGROTATE_LINES,
     },
 ];
 
@@ -390,6 +571,66 @@ mod tests {
         for bad in ["sshd -t -f %s", "/usr/sbin/sshd", "SSHD", "", "nginx {}"] {
             assert!(lookup(bad).is_none(), "{bad}");
         }
+    }
+
+    /// A validator's own lines are its fixed text with holes between: each
+    /// piece meets a hole at white space or the punctuation a sensitive
+    /// content is split at (so no word of a secret runs from a hole into
+    /// fixed text that is not searched), and a piece between two holes is
+    /// never empty. An administrator's validator knows none.
+    #[test]
+    fn every_own_line_meets_its_holes_at_a_separator() {
+        let separator = |c: Option<char>| {
+            c.is_some_and(|c| c.is_whitespace() || "\"'`=:;,{}()[]<>".contains(c))
+        };
+        let lines = all()
+            .into_iter()
+            .flat_map(|v| v.own_lines.iter().map(move |l| (v.name, *l)))
+            .chain(quote::OWN_LINES.iter().map(|l| ("datum", *l)));
+        for (name, pieces) in lines {
+            assert!(!pieces.is_empty(), "{name}");
+            let last = pieces.len() - 1;
+            for (i, piece) in pieces.iter().enumerate() {
+                if i > 0 {
+                    // A hole before it.
+                    assert!(!piece.is_empty() || i == last, "{name}: {pieces:?}");
+                    assert!(
+                        piece.is_empty() || separator(piece.chars().next()),
+                        "{name}: {piece:?} of {pieces:?} meets a hole at a word character"
+                    );
+                }
+                if i < last && !piece.is_empty() {
+                    // A hole after it.
+                    assert!(
+                        separator(piece.chars().next_back()),
+                        "{name}: {piece:?} of {pieces:?} meets a hole at a word character"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            own_line_holes(
+                lookup("nginx").unwrap().own_lines,
+                "nginx: configuration file /r/etc/nginx/nginx.conf test failed"
+            ),
+            Some(vec!["/r/etc/nginx/nginx.conf"])
+        );
+        assert_eq!(
+            own_line_holes(
+                lookup("sshd").unwrap().own_lines,
+                "/r/s: line 2: Bad configuration option: hunter2"
+            ),
+            Some(vec!["/r/s", "2", "hunter2"])
+        );
+        assert_eq!(
+            own_line_holes(lookup("sshd").unwrap().own_lines, "Bad configuration"),
+            None
+        );
+        assert_eq!(
+            own_line_holes(quote::OWN_LINES, "offending line:"),
+            Some(vec![])
+        );
+        assert_eq!(own_line_holes(quote::OWN_LINES, "offending line: x"), None);
     }
 
     #[test]

@@ -104,6 +104,10 @@ pub fn offending_at(bytes: &[u8], line: usize) -> String {
     )
 }
 
+/// The header of the block [`offending`] makes, Datum's own words under
+/// every validator's output (see [`super::ValidatorDef::own_lines`]).
+pub const OWN_LINES: &[super::OwnLine] = &[&["offending line:"], &["offending lines:"]];
+
 fn block(mut quoted: Vec<String>) -> String {
     if quoted.is_empty() {
         return String::new();
