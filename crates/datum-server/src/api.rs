@@ -614,12 +614,22 @@ async fn rollout<B: Backend>(
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
+/// A page of a paged list, as the web view's hosts table and drift page
+/// take it (`views::Paging::of`).
+#[derive(Debug, Deserialize)]
+struct PageQuery {
+    page: Option<usize>,
+    per: Option<usize>,
+}
+
 async fn drift<B: Backend>(
     State(app): State<Arc<App<B>>>,
     headers: HeaderMap,
+    RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     app.admin(&headers).await?;
-    let body = app.fleet.drift_json(app.now()).await?;
+    let q: PageQuery = query(raw.as_deref())?;
+    let body = app.fleet.drift_json(app.now(), q.page, q.per).await?;
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 
 use crate::store::Stmt;
-use crate::views::{DriftView, HostListing, Staleness};
+use crate::views::{DriftView, HostListing, Paging, Staleness};
 
 /// Slots of the `generation` table: concurrent writers pick different ones.
 const SLOTS: u64 = 16;
@@ -61,9 +61,10 @@ pub struct ViewCache {
     hosts_doc: Mutex<Option<(i64, Staleness, Bytes)>>,
     /// The rollout document per revision asked for (`None`: the latest).
     rollout: Mutex<HashMap<Option<String>, (i64, Bytes)>>,
-    /// The drift view, and its document for one second.
+    /// The drift view, and the document of the page last asked for, for
+    /// one second.
     drift: Mutex<Option<(i64, Arc<DriftView>)>>,
-    drift_doc: Mutex<Option<(i64, i64, Bytes)>>,
+    drift_doc: Mutex<Option<(i64, i64, Paging, Bytes)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -121,15 +122,15 @@ impl ViewCache {
         *lock(&self.drift) = Some((generation, view));
     }
 
-    pub fn drift_doc(&self, generation: i64, now: i64) -> Option<Bytes> {
+    pub fn drift_doc(&self, generation: i64, now: i64, paging: Paging) -> Option<Bytes> {
         lock(&self.drift_doc)
             .as_ref()
-            .filter(|(g, n, _)| *g == generation && *n == now)
-            .map(|(_, _, b)| b.clone())
+            .filter(|(g, n, p, _)| *g == generation && *n == now && *p == paging)
+            .map(|(_, _, _, b)| b.clone())
     }
 
-    pub fn keep_drift_doc(&self, generation: i64, now: i64, doc: Bytes) {
-        *lock(&self.drift_doc) = Some((generation, now, doc));
+    pub fn keep_drift_doc(&self, generation: i64, now: i64, paging: Paging, doc: Bytes) {
+        *lock(&self.drift_doc) = Some((generation, now, paging, doc));
     }
 }
 
@@ -155,9 +156,17 @@ mod tests {
             cache.hosts_doc(7, &Staleness { now: 101, ..s }).is_none(),
             "the next second renders ages again"
         );
-        cache.keep_drift_doc(7, 100, Bytes::from_static(b"d"));
-        assert!(cache.drift_doc(7, 101).is_none());
-        assert!(cache.drift_doc(8, 100).is_none());
+        let first = Paging::of(250, None, None);
+        cache.keep_drift_doc(7, 100, first, Bytes::from_static(b"d"));
+        assert!(cache.drift_doc(7, 100, first).is_some());
+        assert!(cache.drift_doc(7, 101, first).is_none());
+        assert!(cache.drift_doc(8, 100, first).is_none());
+        assert!(
+            cache
+                .drift_doc(7, 100, Paging::of(250, Some(2), None))
+                .is_none(),
+            "another page"
+        );
     }
 
     #[test]

@@ -764,33 +764,52 @@ impl<B: Backend> Fleet<B> {
         Ok(doc)
     }
 
-    /// The drift document (`GET /v1/drift`): the view kept while the
-    /// store's generation is unchanged, the document for one second.
-    pub async fn drift_json(&self, now: i64) -> Result<Bytes, StoreError> {
+    /// The whole drift view, kept while the store's generation is
+    /// unchanged (its `generated_at` is the time it was computed at).
+    pub async fn drift_kept(&self, now: i64) -> Result<Arc<views::DriftView>, StoreError> {
         let generation = self.generation().await?;
-        if let Some(doc) = self.cache.drift_doc(generation, now) {
+        self.drift_at(generation, now).await
+    }
+
+    /// The whole drift view kept at `generation` (read before), computed
+    /// and kept when none is.
+    async fn drift_at(
+        &self,
+        generation: i64,
+        now: i64,
+    ) -> Result<Arc<views::DriftView>, StoreError> {
+        if let Some(kept) = self.cache.drift(generation) {
+            return Ok(kept);
+        }
+        let view = Arc::new(self.drift(now).await?);
+        self.cache.keep_drift(generation, Arc::clone(&view));
+        Ok(view)
+    }
+
+    /// One page of the drift document (`GET /v1/drift?page=N&per=M`,
+    /// pages as [`views::Paging::of`] takes them): the clusters of the
+    /// view kept while the store's generation is unchanged, the document
+    /// for one second.
+    pub async fn drift_json(
+        &self,
+        now: i64,
+        page: Option<usize>,
+        per: Option<usize>,
+    ) -> Result<Bytes, StoreError> {
+        let generation = self.generation().await?;
+        let view = self.drift_at(generation, now).await?;
+        let paging = views::Paging::of(view.clusters.len(), page, per);
+        if let Some(doc) = self.cache.drift_doc(generation, now, paging) {
             return Ok(doc);
         }
-        let view = match self.cache.drift(generation) {
-            Some(kept) => kept,
-            None => {
-                let view = Arc::new(self.drift(now).await?);
-                self.cache.keep_drift(generation, Arc::clone(&view));
-                view
-            }
-        };
-        let generated_at = views::rfc3339(now);
-        let doc = if view.generated_at == generated_at {
-            serde_json::to_vec(&*view)
-        } else {
-            serde_json::to_vec(&views::DriftView {
-                generated_at,
-                ..(*view).clone()
-            })
-        }
+        let doc = serde_json::to_vec(&views::DriftView {
+            generated_at: views::rfc3339(now),
+            ..view.page(paging)
+        })
         .map_err(|e| shape(self.backend.name(), &e.to_string()))?;
         let doc = Bytes::from(doc);
-        self.cache.keep_drift_doc(generation, now, doc.clone());
+        self.cache
+            .keep_drift_doc(generation, now, paging, doc.clone());
         Ok(doc)
     }
 

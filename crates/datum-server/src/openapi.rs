@@ -282,7 +282,11 @@ pub fn document() -> Value {
             }},
             "/v1/rollout": read("rollout", "Which hosts converged, failed or have not applied a revision", "RolloutView",
                 json!([{"name": "revision", "in": "query", "required": false, "description": "The revision, or the start of one a host applied (`git:5954ab558278`, as the views show it cut short): that one; several beginning so are a 400 naming them. Default: the revision applied most recently", "schema": {"type": "string"}}])),
-            "/v1/drift": read("drift", "Drift findings across hosts, clustered", "DriftView", json!([])),
+            "/v1/drift": read("drift", "Drift findings across hosts, clustered, a page at a time (most hosts first)", "DriftView",
+                json!([
+                    {"name": "page", "in": "query", "required": false, "description": "The page, from 1 (default 1; past the last: the last)", "schema": {"type": "integer", "minimum": 1}},
+                    {"name": "per", "in": "query", "required": false, "description": "Clusters per page (default 100, at most 1000), as the web view's hosts table and drift page take it", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}
+                ])),
             "/v1/stale": read("stale", "Hosts whose last report is overdue", "StaleView", json!([])),
             "/v1/sampling": read("sampling", "The sampling plan, deep checks and detection bounds", "SamplingView", json!([])),
             "/metrics": {"get": {
@@ -364,11 +368,15 @@ fn schemas() -> Value {
                 "labels": map_of(list(s("string")))
             })))
         })),
-        "DriftView": object(&["format_version", "generated_at", "hosts_total", "hosts_drifted", "clusters"], json!({
+        "DriftView": object(&["format_version", "generated_at", "hosts_total", "hosts_drifted", "clusters_total", "page", "pages", "per", "clusters"], json!({
             "format_version": view_version(),
             "generated_at": s("string"),
             "hosts_total": int(),
             "hosts_drifted": int(),
+            "clusters_total": int(),
+            "page": {"type": "integer", "minimum": 1},
+            "pages": {"type": "integer", "minimum": 1},
+            "per": {"type": "integer", "minimum": 1, "maximum": 1000},
             "clusters": list(object(&["subject", "category", "signature", "hosts", "spread", "first_seen"], json!({
                 "subject": s("string"), "category": s("string"), "class": s("string"),
                 "paths": list(s("string")), "signature": s("string"), "observed": nullable("string"),

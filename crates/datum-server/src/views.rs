@@ -775,7 +775,42 @@ pub struct FindingRow {
     pub last_seen: i64,
 }
 
-/// `GET /v1/drift`.
+/// Rows a paged list shows unless `per` says otherwise: the hosts table,
+/// the drift page and `GET /v1/drift`.
+pub const PER_PAGE: usize = 100;
+/// The most rows one page of a paged list holds (`per` above is taken as
+/// this).
+pub const MAX_PER_PAGE: usize = 1000;
+
+/// Which rows of a list one page shows: `page` (from 1) of `pages` pages
+/// of `per` rows, starting at row `start` (from 0). A page past the last
+/// is the last, a page before the first the first, and `per` is taken
+/// between 1 and [`MAX_PER_PAGE`] ([`PER_PAGE`] when not given), as the
+/// hosts table always did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Paging {
+    pub page: usize,
+    pub pages: usize,
+    pub per: usize,
+    pub start: usize,
+}
+
+impl Paging {
+    /// The page `page` of `per` rows of a list of `total` rows.
+    pub fn of(total: usize, page: Option<usize>, per: Option<usize>) -> Self {
+        let per = per.unwrap_or(PER_PAGE).clamp(1, MAX_PER_PAGE);
+        let pages = total.div_ceil(per).max(1);
+        let page = page.unwrap_or(1).clamp(1, pages);
+        Paging {
+            page,
+            pages,
+            per,
+            start: (page - 1) * per,
+        }
+    }
+}
+
+/// `GET /v1/drift`: one page of the clusters (in the view's order).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriftView {
     pub format_version: String,
@@ -783,7 +818,44 @@ pub struct DriftView {
     /// Hosts the fleet has (that have reported at least once).
     pub hosts_total: u64,
     pub hosts_drifted: u64,
+    /// Clusters in all, on every page (a server that predates paging
+    /// does not say: `None`, and `clusters` is all of them).
+    #[serde(default)]
+    pub clusters_total: Option<u64>,
+    /// This page (from 1), how many there are and the clusters a page
+    /// holds at most (`None`: the whole view, not paged, or a server that
+    /// predates paging).
+    #[serde(default)]
+    pub page: Option<u64>,
+    #[serde(default)]
+    pub pages: Option<u64>,
+    #[serde(default)]
+    pub per: Option<u64>,
     pub clusters: Vec<DriftCluster>,
+}
+
+impl DriftView {
+    /// The page `paging` says of this (whole) view: its clusters, with the
+    /// counts of the whole.
+    pub fn page(&self, paging: Paging) -> DriftView {
+        DriftView {
+            format_version: self.format_version.clone(),
+            generated_at: self.generated_at.clone(),
+            hosts_total: self.hosts_total,
+            hosts_drifted: self.hosts_drifted,
+            clusters_total: Some(self.clusters.len() as u64),
+            page: Some(paging.page as u64),
+            pages: Some(paging.pages as u64),
+            per: Some(paging.per as u64),
+            clusters: self
+                .clusters
+                .iter()
+                .skip(paging.start)
+                .take(paging.per)
+                .cloned()
+                .collect(),
+        }
+    }
 }
 
 /// What the overview shows of drift: the first clusters of the view (in
@@ -985,6 +1057,10 @@ pub fn drift_of(
         generated_at: rfc3339(now),
         hosts_total,
         hosts_drifted,
+        clusters_total: Some(out.len() as u64),
+        page: None,
+        pages: None,
+        per: None,
         clusters: out,
     }
 }

@@ -755,3 +755,147 @@ async fn an_error_page_offers_sign_in_only_when_it_helps<B: Backend>(fleet: &Fle
 fn an_error_page_offers_sign_in() {
     crate::on_both!(an_error_page_offers_sign_in_only_when_it_helps);
 }
+
+/// The drift clusters a page at a time, as the hosts table pages (`page`,
+/// `per`): `/v1/drift` and `/drift` returned every cluster at once, 10,000
+/// hosts' distinct drifts in one answer. Pages are disjoint, together the
+/// whole view in its order, the same when asked again, and the page says
+/// how many there are; the web page links to the next.
+async fn the_drift_clusters_come_a_page_at_a_time<B: Backend>(fleet: &Fleet<B>) {
+    const ADMIN: &str = "dtm_a_fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210";
+    let now = 1_800_000_000;
+    let admin = datum_fleet::credentials::token_hash(ADMIN);
+    fleet.enroll("ops", "admin", &admin, now).await.unwrap();
+    // 130 clusters: three shared by several hosts (one change to two
+    // values among them, alike in hosts, first sighting and subject), and
+    // a person's edits on one host each, many first seen alike.
+    for (i, host) in ["web-1", "web-2", "web-3", "web-4"].iter().enumerate() {
+        let mut r = crate::support::report(host, ReportKind::Check, 1, now);
+        r.findings
+            .push(crate::support::finding("File[app]", "same", "normal"));
+        let value = if i % 2 == 0 { "even" } else { "odd" };
+        r.findings
+            .push(crate::support::finding("File[motd]", value, "normal"));
+        let singles = if i == 0 { 124 } else { 1 };
+        for n in 0..singles {
+            let mut f = crate::support::finding(&format!("File[{host}-{n:03}]"), "x", "normal");
+            f.first_seen = 1_000 + (n % 3) as i64;
+            r.findings.push(f);
+        }
+        r.exit_code = 2;
+        assert!(crate::support::ingest(fleet, &r).await);
+    }
+    let app = app(fleet);
+    let whole: Vec<(String, Option<String>)> = fleet
+        .drift(now)
+        .await
+        .unwrap()
+        .clusters
+        .iter()
+        .map(|c| (c.signature.clone(), c.observed.clone()))
+        .collect();
+    assert_eq!(whole.len(), 130);
+    let doc = |path: String| {
+        let app = Arc::clone(&app);
+        async move {
+            let (status, body) = get(&app, &path, ADMIN).await;
+            assert_eq!(status, StatusCode::OK, "{path}: {body}");
+            serde_json::from_str::<serde_json::Value>(&body).unwrap()
+        }
+    };
+    let keys = |d: &serde_json::Value| -> Vec<(String, Option<String>)> {
+        d["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["signature"].as_str().unwrap().to_owned(),
+                    c["observed"].as_str().map(str::to_owned),
+                )
+            })
+            .collect()
+    };
+
+    // Unasked, the first page of 100.
+    let first = doc("/v1/drift".into()).await;
+    assert_eq!(first["clusters"].as_array().unwrap().len(), 100, "{first}");
+    assert_eq!(
+        (
+            &first["clusters_total"],
+            &first["page"],
+            &first["pages"],
+            &first["per"]
+        ),
+        (
+            &serde_json::json!(130),
+            &serde_json::json!(1),
+            &serde_json::json!(2),
+            &serde_json::json!(100)
+        )
+    );
+    assert_eq!(first["hosts_drifted"], 4);
+
+    for per in [1, 7, 64, 129, 130, 1000] {
+        let mut all = Vec::new();
+        let pages = 130_usize.div_ceil(per);
+        for page in 1..=pages {
+            let path = format!("/v1/drift?page={page}&per={per}");
+            let d = doc(path.clone()).await;
+            assert_eq!(d["pages"], pages, "{path}");
+            assert_eq!(d["page"], page, "{path}");
+            let got = keys(&d);
+            assert_eq!(got.len(), per.min(130 - (page - 1) * per), "{path}");
+            assert_eq!(keys(&doc(path.clone()).await), got, "{path}: asked again");
+            all.extend(got);
+        }
+        assert_eq!(
+            all, whole,
+            "per={per}: the pages in order are the whole view"
+        );
+    }
+    // Past the last page: the last; more than 1000 a page: 1000.
+    assert_eq!(
+        keys(&doc("/v1/drift?page=99&per=50".into()).await),
+        whole[100..]
+    );
+    assert_eq!(doc("/v1/drift?per=5000".into()).await["per"], 1000);
+    let (status, _) = get(&app, "/v1/drift?page=-1", ADMIN).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    // The web page: the first 100, the changes on many hosts first, and a
+    // link to the rest.
+    let (status, html) = get(&app, "/drift", ADMIN).await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(
+        html.contains("drift?page=2\" rel=\"next\""),
+        "a next page: {html}"
+    );
+    assert!(html.contains("1–100 of 130 changes"), "{html}");
+    let (status, second) = get(&app, "/drift?page=2", ADMIN).await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    assert!(
+        !second.contains("rel=\"next\"") && second.contains("drift\" rel=\"prev\""),
+        "{second}"
+    );
+    assert!(second.contains("On an earlier page."), "{second}");
+    for n in 0..124 {
+        let subject = format!("File[web-1-{n:03}]");
+        let on = [&html, &second]
+            .iter()
+            .filter(|p| p.contains(&subject))
+            .count();
+        assert_eq!(on, 1, "{subject} on one page");
+    }
+    let (_, small) = get(&app, "/drift?per=10&page=3", ADMIN).await;
+    assert!(
+        small.contains("drift?per=10&amp;page=4\" rel=\"next\"")
+            && small.contains("drift?per=10&amp;page=2\" rel=\"prev\""),
+        "{small}"
+    );
+}
+
+#[test]
+fn the_drift_clusters_are_paged() {
+    crate::on_both!(the_drift_clusters_come_a_page_at_a_time);
+}

@@ -21,7 +21,7 @@ fn at(now: i64) -> Staleness {
 async fn views<B: Backend>(f: &Fleet<B>, now: i64) -> (HostsView, RolloutView, DriftView) {
     let hosts = f.hosts_json(&at(now)).await.unwrap();
     let rollout = f.rollout_json(None).await.unwrap();
-    let drift = f.drift_json(now).await.unwrap();
+    let drift = f.drift_json(now, None, None).await.unwrap();
     (
         serde_json::from_slice(&hosts).unwrap(),
         serde_json::from_slice(&rollout).unwrap(),
@@ -94,7 +94,7 @@ async fn a_write_through_one_server_is_seen_by_the_other<B: Backend>(a: &Fleet<B
     let web2 = later.hosts.iter().find(|h| h.name == "web-2").unwrap();
     assert_eq!(web2.age_s, Some(3 * 600 + 5 - 21));
     let drift_later: DriftView =
-        serde_json::from_slice(&b.drift_json(10_099).await.unwrap()).unwrap();
+        serde_json::from_slice(&b.drift_json(10_099, None, None).await.unwrap()).unwrap();
     assert_eq!(
         drift_later.generated_at,
         datum_server::views::rfc3339(10_099)

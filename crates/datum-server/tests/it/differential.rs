@@ -630,6 +630,9 @@ async fn snapshot<B: Backend>(run: &mut Run<B>, names: &[(String, &'static str)]
         "/v1/hosts",
         "/v1/stale",
         "/v1/drift",
+        "/v1/drift?per=2",
+        "/v1/drift?per=2&page=2",
+        "/v1/drift?per=3&page=99",
         "/v1/sampling",
         "/v1/rollout",
     ] {
@@ -656,6 +659,7 @@ async fn snapshot<B: Backend>(run: &mut Run<B>, names: &[(String, &'static str)]
         "/openapi.json",
         "/",
         "/drift",
+        "/drift?per=2&page=2",
         "/stacks",
         "/rollout",
     ] {

@@ -78,9 +78,18 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
             format!("/v1/hosts/{}/reports?limit={limit}", encode(name))
         }
     };
-    let json = client
-        .get_json(&path)
-        .with_context(|| format!("{}{path}", creds.server))?;
+    let json = if matches!(args.view, FleetView::Drift) {
+        drift_pages(|page| {
+            let path = format!("/v1/drift?per={DRIFT_PER_PAGE}&page={page}");
+            client
+                .get_json(&path)
+                .with_context(|| format!("{}{path}", creds.server))
+        })?
+    } else {
+        client
+            .get_json(&path)
+            .with_context(|| format!("{}{path}", creds.server))?
+    };
     let mut out = std::io::stdout();
     if global.output == Format::Json {
         crate::render::json::print("view", json)?;
@@ -89,6 +98,60 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
     let color = crate::context::use_color(global);
     write!(out, "{}", human(&args.view, json, color)?)?;
     Ok(ExitCode::Clean)
+}
+
+/// Drift clusters asked for per page (the most the server gives).
+const DRIFT_PER_PAGE: usize = 1000;
+
+/// The whole drift document from its pages (`fetch(n)` answers page `n`):
+/// the first page's document with every page's clusters, without the
+/// paging fields (`page`, `pages`, `per`), so `--output json` prints one
+/// document as before paging. A cluster a report moved onto the next page
+/// between two requests is kept once. A server that predates paging says
+/// no `pages`: its one answer holds every cluster.
+fn drift_pages(
+    mut fetch: impl FnMut(u64) -> Result<serde_json::Value>,
+) -> Result<serde_json::Value> {
+    let mut doc = fetch(1)?;
+    let pages = |d: &serde_json::Value| d.get("pages").and_then(serde_json::Value::as_u64);
+    let Some(mut last) = pages(&doc) else {
+        return Ok(doc);
+    };
+    let key = |c: &serde_json::Value| {
+        let text = |k: &str| {
+            c.get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        (text("signature"), text("observed"))
+    };
+    let mut clusters: Vec<serde_json::Value> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut take = |d: &mut serde_json::Value| {
+        if let Some(serde_json::Value::Array(list)) = d.get_mut("clusters").map(std::mem::take) {
+            for c in list {
+                if seen.insert(key(&c)) {
+                    clusters.push(c);
+                }
+            }
+        }
+    };
+    take(&mut doc);
+    let mut page = 1;
+    while page < last {
+        page += 1;
+        let mut next = fetch(page)?;
+        take(&mut next);
+        // A report stored meanwhile may have added or removed a page.
+        last = pages(&next).unwrap_or(page);
+    }
+    if let Some(map) = doc.as_object_mut() {
+        for k in ["page", "pages", "per"] {
+            map.remove(k);
+        }
+        map.insert("clusters".to_owned(), clusters.into());
+    }
+    Ok(doc)
 }
 
 /// The view as text for a person. What hosts reported (labels, revisions,
@@ -657,7 +720,7 @@ fn history(v: &HistoryView) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{FleetView, defuse, human, short_revision};
+    use super::{FleetView, defuse, drift_pages, human, short_revision};
 
     /// A host enrolled and never heard from has no report: its history
     /// printed the header of an empty table, and nothing said why.
@@ -914,5 +977,66 @@ mod tests {
             short_revision(Some("git:aaaaaaaaaaaéé")),
             "git:aaaaaaaaaaaé"
         );
+    }
+
+    /// The server gives the drift clusters a page at a time: `datum fleet
+    /// drift` follows every page and prints one document of them all (a
+    /// cluster moved onto the next page between two requests once), and
+    /// takes an older server's single answer as it is.
+    #[test]
+    fn the_drift_view_follows_every_page() {
+        let cluster = |n: u32| {
+            serde_json::json!({"signature": format!("s{n}"), "observed": "o", "subject": format!("File[f{n}]"),
+                "category": "changed_outside", "class": "normal", "paths": [], "hosts": 1,
+                "sample_hosts": ["web-1"], "variants": 0, "spread": "one host",
+                "first_seen": "2026-01-01T00:00:00Z", "last_seen": "2026-01-01T00:00:00Z"})
+        };
+        let page = |n: u64, clusters: Vec<serde_json::Value>| {
+            serde_json::json!({"format_version": "1", "generated_at": "2026-01-01T00:00:00Z",
+                "hosts_total": 3, "hosts_drifted": 1, "clusters_total": 5, "page": n, "pages": 3,
+                "per": 2, "clusters": clusters})
+        };
+        let mut asked = Vec::new();
+        let doc = drift_pages(|n| {
+            asked.push(n);
+            Ok(match n {
+                1 => page(1, vec![cluster(1), cluster(2)]),
+                // s2 moved onto page 2 while it was asked for.
+                2 => page(2, vec![cluster(2), cluster(3)]),
+                _ => page(3, vec![cluster(4), cluster(5)]),
+            })
+        })
+        .unwrap();
+        assert_eq!(asked, [1, 2, 3]);
+        let subjects: Vec<&str> = doc["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["subject"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            subjects,
+            ["File[f1]", "File[f2]", "File[f3]", "File[f4]", "File[f5]"]
+        );
+        assert!(
+            doc.get("page").is_none() && doc.get("pages").is_none(),
+            "{doc}"
+        );
+        assert_eq!(doc["clusters_total"], 5);
+        let text = human(&FleetView::Drift, doc, false).unwrap();
+        assert!(text.contains("5 distinct change(s)"), "{text}");
+
+        // A server that predates paging: one answer, every cluster.
+        let mut old = page(1, vec![cluster(1), cluster(2), cluster(3)]);
+        for k in ["clusters_total", "page", "pages", "per"] {
+            old.as_object_mut().unwrap().remove(k);
+        }
+        let mut asked = 0;
+        let doc = drift_pages(|_| {
+            asked += 1;
+            Ok(old.clone())
+        })
+        .unwrap();
+        assert_eq!((asked, doc), (1, old));
     }
 }

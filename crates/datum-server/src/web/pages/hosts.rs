@@ -18,9 +18,9 @@ use crate::views::{self, HostRow};
 use crate::web::auth::Operator;
 use crate::web::render::{self, WebError};
 
-/// Rows per page unless `per` says otherwise (at most [`MAX_PER_PAGE`]).
-pub const PER_PAGE: usize = 100;
-pub const MAX_PER_PAGE: usize = 1000;
+/// Rows per page unless `per` says otherwise (at most [`MAX_PER_PAGE`]),
+/// as every paged list has them.
+pub use crate::views::{MAX_PER_PAGE, PER_PAGE};
 
 #[derive(Debug, Default, Clone, Deserialize)]
 pub struct Query {
@@ -212,10 +212,12 @@ pub async fn page<B: Backend>(
         by.then_with(|| a.name.cmp(&b.name))
     });
 
-    let per = q.per.unwrap_or(PER_PAGE).clamp(1, MAX_PER_PAGE);
-    let pages = shown.len().div_ceil(per).max(1);
-    let page = q.page.unwrap_or(1).clamp(1, pages);
-    let start = (page - 1) * per;
+    let views::Paging {
+        page,
+        pages,
+        per,
+        start,
+    } = views::Paging::of(shown.len(), q.page, q.per);
     let table: Vec<Row<'_>> = shown
         .iter()
         .skip(start)
