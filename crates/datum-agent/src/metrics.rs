@@ -79,6 +79,20 @@ struct RevisionLabel {
     revision: String,
 }
 
+/// The one series of a metric that has a series only under a condition
+/// (a family of at most this one series, empty otherwise).
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct NoLabels;
+
+impl EncodeLabelSet for NoLabels {
+    fn encode(
+        &self,
+        _: &mut prometheus_client::encoding::LabelSetEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        Ok(())
+    }
+}
+
 type F64Gauge = Gauge<f64, AtomicU64>;
 
 /// Every metric the agent exports. Cheap to update from the daemon thread;
@@ -108,7 +122,9 @@ pub struct Metrics {
     revision: Family<RevisionLabel, Gauge>,
     pulls: Family<OutcomeLabel, Counter>,
     pull_failures: Family<ReasonLabel, Counter>,
-    last_pull: F64Gauge,
+    // Only while the agent pulls: a 0 on an agent that does not would read
+    // as "last pulled in 1970" to `time() - x`.
+    last_pull: Family<NoLabels, F64Gauge>,
     full_interval: F64Gauge,
     start_time: F64Gauge,
     // Serialises encoding with multi-metric updates (a check's whole report
@@ -149,7 +165,7 @@ impl Metrics {
             revision: Family::default(),
             pulls: Family::default(),
             pull_failures: Family::default(),
-            last_pull: F64Gauge::default(),
+            last_pull: Family::default(),
             full_interval: F64Gauge::default(),
             start_time: F64Gauge::default(),
             update: Mutex::new(BTreeMap::new()),
@@ -280,7 +296,7 @@ impl Metrics {
         );
         registry.register_with_unit(
             "datum_pull_last_success_timestamp",
-            "Unix time of the last pull that completed (deployed or up to date)",
+            "Unix time of the last pull of --pull-interval that completed (deployed or up to date), 0 while none has; no series when the agent does not pull",
             Unit::Seconds,
             m.last_pull.clone(),
         );
@@ -454,9 +470,11 @@ impl Metrics {
         }
     }
 
-    /// The words a failed pull can be counted under: each gets its counter
-    /// at 0 (the vocabulary is datum-pull's).
-    pub fn pull_reasons(&self, words: &[&str]) {
+    /// The agent pulls: the words a failed pull can be counted under each
+    /// get their counter at 0 (the vocabulary is datum-pull's), and the last
+    /// pull's time its series, at 0 until a pull completes. Without it
+    /// neither has a series.
+    pub fn pulling(&self, words: &[&str]) {
         for reason in words {
             self.pull_failures
                 .get_or_create(&ReasonLabel {
@@ -464,6 +482,7 @@ impl Metrics {
                 })
                 .inc_by(0);
         }
+        let _ = self.last_pull.get_or_create(&NoLabels);
     }
 
     /// A pull completed (`outcome`: `deployed` or `up_to_date`).
@@ -473,7 +492,9 @@ impl Metrics {
                 outcome: outcome.to_owned(),
             })
             .inc();
-        self.last_pull.set(unix.as_secs_f64());
+        self.last_pull
+            .get_or_create(&NoLabels)
+            .set(unix.as_secs_f64());
     }
 
     /// A pull deployed nothing, for `reason` (a fixed word).
@@ -842,6 +863,39 @@ mod tests {
         );
         m.repository_revision(None);
         assert!(!m.encode().contains("datum_repository_revision_info{"));
+    }
+
+    /// `time() - datum_pull_last_success_timestamp_seconds` on an agent
+    /// that does not pull must not say it last pulled in 1970.
+    #[test]
+    fn the_last_pull_time_has_a_series_only_while_the_agent_pulls() {
+        let sample = |m: &Metrics| {
+            m.encode().lines().find_map(|l| {
+                l.strip_prefix("datum_pull_last_success_timestamp_seconds")
+                    .filter(|rest| rest.starts_with(' ') || rest.starts_with('{'))
+                    .map(str::to_owned)
+            })
+        };
+        let m = Metrics::new("0");
+        // Not even described (as datum_pull_failures_total's reasons).
+        assert!(
+            !m.encode().contains("datum_pull_last_success"),
+            "{}",
+            m.encode()
+        );
+        assert!(
+            m.encode_as(Format::PrometheusText)
+                .lines()
+                .all(|l| !l.starts_with("datum_pull_last_success_timestamp_seconds"))
+        );
+        m.pulling(&["unsigned", "fetch"]);
+        assert_eq!(sample(&m).as_deref(), Some(" 0.0"));
+        assert!(
+            m.encode()
+                .contains("datum_pull_failures_total{reason=\"fetch\"} 0")
+        );
+        m.pulled("up_to_date", Duration::from_secs(7));
+        assert_eq!(sample(&m).as_deref(), Some(" 7.0"));
     }
 
     #[test]

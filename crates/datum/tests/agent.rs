@@ -1164,7 +1164,12 @@ fn a_scrape_passes_promtool_and_has_every_documented_counter_from_the_start() {
     );
     let text = agent.metrics();
     // (What `datum pull` deployed has a series only once a pull deployed;
-    // its failure reasons once the agent pulls.)
+    // its failure reasons and the last pull's time once the agent pulls: a
+    // 0 here would say this agent last pulled in 1970.)
+    assert!(
+        !text.contains("datum_pull_last_success"),
+        "an agent that does not pull has a last pull time:\n{text}"
+    );
     let conditional = |n: &str| {
         n.starts_with("datum_repository_revision")
             || n == "datum_pull_last_success_timestamp_seconds"

@@ -2230,6 +2230,18 @@ fn the_agent_pulls_on_its_interval_and_reloads_a_new_revision_in_process() {
     agent.wait_metric(&format!(
         "datum_repository_revision_info{{revision=\"{c1}\"}} 1"
     ));
+    // That first pull is counted, and its time is the last success (the
+    // interval's pulls find c1 deployed already).
+    agent.wait_metric("datum_pulls_total{outcome=\"deployed\"} 1");
+    let last = agent
+        .metrics()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("datum_pull_last_success_timestamp_seconds ")
+                .map(|v| v.parse::<f64>().unwrap())
+        })
+        .unwrap();
+    assert!(last > 1.0e9, "last pull at {last}");
     let pid = agent.child.0.id();
 
     let c2 = bed.revision("two", Some("alice"));

@@ -8,7 +8,9 @@
 //! process (a reload that fails keeps the last good catalogue, as SIGHUP
 //! does). The daemon's checks go on meanwhile: the switch is atomic and each
 //! load pins one checkout. Outcomes are logged (one line, no content) and
-//! counted (`datum_pulls_total`, `datum_pull_failures_total{reason}`).
+//! counted (`datum_pulls_total`, `datum_pull_failures_total{reason}`,
+//! `datum_pull_last_success_timestamp_seconds`), the pull before the first
+//! load too once the metrics exist.
 //!
 //! Must not decide what is trusted (datum-pull does) nor touch the
 //! daemon's state except through [`Control::reload`].
@@ -30,6 +32,27 @@ pub struct Puller {
     global: GlobalArgs,
     config: PullConfig,
     interval: Duration,
+    /// How the pull before the first load went, counted by [`Puller::spawn`]
+    /// (the metrics do not exist yet when it runs).
+    first: Option<Tally>,
+}
+
+/// A pull as the metrics count it.
+#[derive(Debug, Clone, Copy)]
+enum Tally {
+    /// Completed (`deployed` or `up_to_date`) at this Unix time.
+    Completed(&'static str, Duration),
+    /// Deployed nothing, for this reason word.
+    Failed(&'static str),
+}
+
+impl Tally {
+    fn count(self, metrics: &Metrics) {
+        match self {
+            Tally::Completed(outcome, unix) => metrics.pulled(outcome, unix),
+            Tally::Failed(reason) => metrics.pull_failed(reason),
+        }
+    }
 }
 
 /// What a pull meant for the agent.
@@ -60,6 +83,7 @@ impl Puller {
             global: global.clone(),
             config,
             interval,
+            first: None,
         }))
     }
 
@@ -71,8 +95,21 @@ impl Puller {
         )?)
     }
 
-    /// One pull now.
-    pub fn pull(&self, log: &dyn Fn(LogLevel, &str), metrics: Option<&Metrics>) -> Pulled {
+    /// The pull before the first load: counted once the metrics exist.
+    pub fn first_pull(&mut self, log: &dyn Fn(LogLevel, &str)) -> Pulled {
+        let (pulled, tally) = self.pull_once(log);
+        self.first = Some(tally);
+        pulled
+    }
+
+    /// One pull now, counted in `metrics`.
+    fn pull(&self, log: &dyn Fn(LogLevel, &str), metrics: &Metrics) -> Pulled {
+        let (pulled, tally) = self.pull_once(log);
+        tally.count(metrics);
+        pulled
+    }
+
+    fn pull_once(&self, log: &dyn Fn(LogLevel, &str)) -> (Pulled, Tally) {
         let outcome =
             crate::commands::pull::pull_once(&self.global, &self.config, None, false, &mut |_| {});
         let unix = SystemTime::now()
@@ -84,21 +121,15 @@ impl Puller {
                 for w in warnings {
                     log(LogLevel::Warn, &format!("pull: {w}"));
                 }
-                if let Some(m) = metrics {
-                    m.pulled("up_to_date", unix);
-                }
                 log(
                     LogLevel::Info,
                     &format!("pull: {} is deployed already", short(&revision)),
                 );
-                Pulled::Unchanged
+                (Pulled::Unchanged, Tally::Completed("up_to_date", unix))
             }
             Ok(Outcome::Deployed(d)) => {
                 for w in &d.warnings {
                     log(LogLevel::Warn, &format!("pull: {w}"));
-                }
-                if let Some(m) = metrics {
-                    m.pulled("deployed", unix);
                 }
                 log(
                     LogLevel::Info,
@@ -115,14 +146,11 @@ impl Puller {
                             .unwrap_or_default()
                     ),
                 );
-                Pulled::New
+                (Pulled::New, Tally::Completed("deployed", unix))
             }
             Err(e) => {
-                if let Some(m) = metrics {
-                    m.pull_failed(e.word());
-                }
                 log(LogLevel::Error, &format!("pull: {e}"));
-                Pulled::Failed
+                (Pulled::Failed, Tally::Failed(e.word()))
             }
         }
     }
@@ -136,7 +164,10 @@ impl Puller {
         metrics: Arc<Metrics>,
         log: datum_agent::Log,
     ) -> std::io::Result<()> {
-        metrics.pull_reasons(datum_pull::FAILURE_WORDS);
+        metrics.pulling(datum_pull::FAILURE_WORDS);
+        if let Some(first) = self.first {
+            first.count(&metrics);
+        }
         let offset = datum_agent::jitter_offset(host, "(pull)", self.interval);
         std::thread::Builder::new()
             .name("datum-pull".to_owned())
@@ -150,7 +181,7 @@ impl Puller {
                         self.interval,
                         offset,
                     ));
-                    if self.pull(&*log, Some(&metrics)) == Pulled::New {
+                    if self.pull(&*log, &metrics) == Pulled::New {
                         control.reload();
                     }
                 }

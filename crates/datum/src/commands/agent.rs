@@ -51,8 +51,8 @@ fn line(level: LogLevel, text: &str) {
 }
 
 pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
-    let puller = Puller::new(global, args)?;
-    let global = &match &puller {
+    let mut puller = Puller::new(global, args)?;
+    let global = &match &mut puller {
         Some(p) => {
             let link = p.repository()?;
             // Pulls deploy to the link; the agent reads nothing else.
@@ -66,7 +66,7 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
                 );
             }
             // Before the first load, so a fresh host starts with a revision.
-            if p.pull(&line, None) == Pulled::Failed && !crate::context::is_repository(&link) {
+            if p.first_pull(&line) == Pulled::Failed && !crate::context::is_repository(&link) {
                 anyhow::bail!(
                     "the first pull failed and nothing is deployed at {}",
                     link.display()
