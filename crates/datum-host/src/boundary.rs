@@ -28,9 +28,11 @@
 //! in. rustix (already a dependency, no `unsafe` needed) gives exactly the
 //! system calls, so the walk is about a hundred lines here instead.
 //!
-//! Directories opened by a pass are remembered by their declared path for
-//! the rest of the pass (the [`crate::Host`] is per pass), so a path is
-//! resolved once, and a File next to 19,999 others costs one `fstatat`.
+//! Directories opened by a pass are remembered by their declared path (the
+//! [`crate::Host`] is per pass), so a path is resolved once, and a File next
+//! to 19,999 others costs one `fstatat`; a bounded number stay open, and one
+//! let go is walked to again, from the deepest folder still remembered on
+//! its way, with every check of the first walk.
 //! This module must not decide what a change is: it only reaches paths.
 
 use std::ffi::{OsStr, OsString};
@@ -517,8 +519,9 @@ impl Walker<'_> {
                     // Known by the link's spelling from here on (what is
                     // below it is located, and forgotten when Datum
                     // changes the link, by the declared path), and
-                    // remembered under it: the link is read once per pass,
-                    // never re-resolved.
+                    // remembered under it: the link is read once while that
+                    // is kept, and read and judged again like this when the
+                    // host's cache let it go.
                     let dir = Dir {
                         declared: Arc::from(here.as_path()),
                         ..dir

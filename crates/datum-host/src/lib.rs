@@ -33,6 +33,7 @@ mod cache;
 pub mod command;
 pub mod confine;
 pub mod descriptors;
+mod dir_cache;
 pub mod durability;
 mod error;
 pub mod fs;
@@ -69,16 +70,17 @@ pub use staging::{StagedFile, StagedSymlink};
 ///
 /// Every path is reached through the boundary ([`boundary`]): from a handle
 /// on the root, one component at a time, never following a link in a
-/// parent. Holds per-pass caches (the directories opened so far, the parsed
-/// account files, the directories already swept for stale staging), so
-/// create one per pass. Clones share the caches.
+/// parent. Holds per-pass caches (the directories opened so far, at most a
+/// bounded number of them kept open, as `dir_cache.rs` says; the parsed account
+/// files, the directories already swept for stale staging), so create one
+/// per pass. Clones share the caches.
 #[derive(Debug, Clone)]
 pub struct Host {
     root: PathBuf,
     name: String,
     boundary: Arc<Boundary>,
     root_dir: Arc<OnceLock<Dir>>,
-    dirs: Arc<Mutex<HashMap<PathBuf, Dir>>>,
+    dirs: Arc<Mutex<dir_cache::DirCache>>,
     /// The parsed account files, read on first use and dropped when a
     /// provider changed them ([`Host::forget_accounts`]).
     accounts: Arc<Mutex<Option<Arc<Accounts>>>>,
@@ -107,7 +109,7 @@ impl Host {
             name: name.into(),
             boundary: Arc::new(Boundary::default()),
             root_dir: Arc::new(OnceLock::new()),
-            dirs: Arc::new(Mutex::new(HashMap::new())),
+            dirs: Arc::new(Mutex::new(dir_cache::DirCache::for_this_process())),
             accounts: Arc::new(Mutex::new(None)),
             swept: Arc::new(Mutex::new(HashSet::new())),
             pass_cache: PassCache::default(),
@@ -120,7 +122,8 @@ impl Host {
     /// walk (`boundary:` in `datum.yaml`). Set before the first use.
     pub fn with_boundary(mut self, boundary: Boundary) -> Self {
         self.boundary = Arc::new(boundary);
-        self.dirs = Arc::new(Mutex::new(HashMap::new()));
+        let most = self.dirs.lock().unwrap_or_else(|e| e.into_inner()).most();
+        self.dirs = Arc::new(Mutex::new(dir_cache::DirCache::with_most(most)));
         self
     }
 
@@ -180,7 +183,8 @@ impl Host {
     }
 
     /// The declared directory `declared`, opened through the boundary
-    /// (remembered for the rest of the pass).
+    /// (remembered while the pass's cache keeps it open: at most a bounded
+    /// number of folders are, the least recently used let go first).
     pub fn dir(&self, declared: &Path) -> Result<Dir, HostError> {
         paths::check_declared(declared)?;
         let dir = self.walk_to(declared, &|| self.real(declared))?;
@@ -243,18 +247,12 @@ impl Host {
 
     fn walk_to(&self, declared_dir: &Path, target: &dyn Fn() -> PathBuf) -> Result<Dir, HostError> {
         let root = self.root_dir()?;
-        let cached = |p: &Path| {
-            self.dirs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(p)
-                .cloned()
-        };
+        let cached = |p: &Path| self.dirs.lock().unwrap_or_else(|e| e.into_inner()).get(p);
         let remember = |p: &Path, d: &Dir| {
             self.dirs
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(p.to_path_buf(), d.clone());
+                .insert(p, d);
         };
         let walker = boundary::Walker {
             root: &root,
@@ -492,7 +490,7 @@ impl Host {
         self.dirs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .retain(|p, _| !p.starts_with(declared));
+            .forget_under(declared);
     }
 
     /// The directory fsyncs this pass owes (see [`durability`]): what a
