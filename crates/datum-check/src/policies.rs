@@ -58,6 +58,10 @@ pub(crate) struct Policies<'a> {
     /// What the reverts' passes said that is no resource's failure
     /// (`datum_engine::PassSummary::warnings`), for the report.
     pub(crate) warnings: Vec<String>,
+    /// The caller's sensitive paths and words, asked by the reverts'
+    /// passes (`datum_engine::PassContext::sensitive`); `None`: each pass
+    /// makes its own of what it reverts.
+    pub(crate) sensitive: Option<&'a datum_engine::SensitiveOnce<'a>>,
 }
 
 /// The quarantines in memory: read once per check (`run`), asked per
@@ -508,6 +512,7 @@ impl Policies<'_> {
             backups: self.backups.as_mut(),
             now: self.now,
             skip: HashSet::new(),
+            sensitive: self.sensitive,
         };
         let summary =
             datum_engine::run_pass(&filtered, &mut ctx, &mut datum_engine::SilentReporter);

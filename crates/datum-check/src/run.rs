@@ -97,6 +97,12 @@ pub struct Checking<'a> {
     /// The host's digest key: a sensitive Tree's roots reach the fleet
     /// report only as its keyed digests (none without a key).
     pub digest_key: Option<&'a datum_core::DigestKey>,
+    /// The sensitive paths and words of the caller's run, of a catalogue
+    /// holding every resource of `catalogue` (the agent's, which asks them
+    /// again for its log): the reverts' passes and the fleet report's
+    /// warnings ask these, so the run reads the sensitive sources once.
+    /// `None`: the check makes its own where it needs them.
+    pub sensitive: Option<&'a datum_engine::SensitiveOnce<'a>>,
 }
 
 /// Why a check runs without the state store ([`Checking::store`] is
@@ -146,6 +152,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         started,
         progress: bar,
         digest_key,
+        sensitive: given,
     } = c;
     // A report queued in a scratch store goes nowhere: nothing to deliver.
     let persistent = opened.is_some();
@@ -515,6 +522,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         held_back: &held_back,
         type_changed: &type_changed,
         warnings: Vec::new(),
+        sensitive: given,
     };
     let mut actions = policies.apply(&findings)?;
     let mut warnings = std::mem::take(&mut policies.warnings);
@@ -710,7 +718,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
             // is read: the ones the check left unread (trusted by their
             // metadata, other classes) are decoded now, when there is a
             // warning to send; failing that, only how many go.
-            let sensitive = if warnings.is_empty() {
+            let sensitive = if warnings.is_empty() || given.is_some() {
                 None
             } else {
                 let unread: Vec<usize> = (0..decoded.len()).filter(|&i| !decoded[i]).collect();
@@ -724,7 +732,10 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                     }
                 })
             };
-            report.warnings = build::pass_warnings(&warnings, sensitive.as_ref(), registry);
+            let own = sensitive
+                .as_ref()
+                .map(|c| datum_engine::SensitiveOnce::new(c, registry));
+            report.warnings = build::pass_warnings(&warnings, given.or(own.as_ref()));
             r.enqueue(&batch, report, record.finished_at)?;
         }
         batch.commit()?;

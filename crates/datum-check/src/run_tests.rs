@@ -94,6 +94,7 @@ impl Bed {
             backups: Some(&mut backups),
             now: 1_000,
             skip: HashSet::new(),
+            sensitive: None,
         };
         let summary = run_pass(catalogue, &mut ctx, &mut SilentReporter);
         assert!(!summary.any_failed(), "{:?}", summary.resources);
@@ -126,6 +127,7 @@ impl Bed {
             started: Instant::now(),
             progress: None,
             digest_key: None,
+            sensitive: None,
         })
     }
 

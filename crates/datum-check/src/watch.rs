@@ -315,6 +315,10 @@ impl State<'_> {
         order.sort_by_key(|(_, _, delegate, _)| !*delegate);
         // Whether an in-process reconcile queued a fleet report.
         let mut queued = false;
+        // The sensitive paths and words of this check, read at the first
+        // question, once: the reconciles' passes, their fleet reports'
+        // warnings and the log below all ask these.
+        let sensitive = datum_engine::SensitiveOnce::new(catalogue, self.registry);
         'classes: for (class, resources, delegate, policy) in order {
             if cancel.is_cancelled() {
                 report.cancelled = true;
@@ -325,7 +329,7 @@ impl State<'_> {
                 let checked = if self.classes.get(class).acts() && self.store.is_none() {
                     Err(CheckError::NoStore)
                 } else {
-                    self.reconcile_class(class)
+                    self.reconcile_class(class, &sensitive)
                 };
                 // The reconcile covers the whole class, even when a watch
                 // named a few of its files: its picture is of every
@@ -351,7 +355,7 @@ impl State<'_> {
                         any_drift |= exit == 2;
                         any_error |= exit != 0 && exit != 2;
                         self.say_failed(&checked.report.errors);
-                        self.say_warnings(&checked.report.warnings);
+                        self.say_warnings(&checked.report.warnings, &sensitive);
                         let picture = picture_from_report(
                             &resources,
                             &checked.report,
@@ -531,24 +535,12 @@ impl State<'_> {
     /// folder moved away), one event each, as `datum reconcile` shows them.
     /// One that names a sensitive resource or its path is logged without
     /// its words, as [`Self::say_failed`] leaves such a resource out.
-    fn say_warnings(&self, warnings: &[String]) {
-        if warnings.is_empty() {
-            return;
-        }
+    /// `sensitive` is the check's, of this catalogue.
+    fn say_warnings(&self, warnings: &[String], sensitive: &datum_engine::SensitiveOnce<'_>) {
         // Paths as the engine withholds a validator's output naming them
         // (datum_engine::SensitivePaths); ids as say_failed leaves them out.
-        let paths = datum_engine::SensitivePaths::of(self.catalogue, self.registry);
-        let ids: Vec<String> = self
-            .catalogue
-            .resources
-            .iter()
-            .filter(|r| r.sensitive)
-            .map(|r| r.id.to_string())
-            .collect();
         for warning in warnings {
-            let names_sensitive =
-                paths.named_in(warning) || ids.iter().any(|id| warning.contains(id.as_str()));
-            if names_sensitive {
+            if sensitive.names_sensitive(warning) {
                 (self.warn)(
                     "a revert of a sensitive resource said a warning (its name and the words are left out of the log)",
                 );
@@ -564,7 +556,13 @@ impl State<'_> {
     }
 
     /// `datum reconcile --class CLASS` in process, on the loaded catalogue.
-    fn reconcile_class(&mut self, class: &str) -> Result<Checked, CheckError> {
+    /// `sensitive`: the check's (of the same catalogue), which the
+    /// reconcile's passes and its report's warnings ask.
+    fn reconcile_class(
+        &mut self,
+        class: &str,
+        sensitive: &datum_engine::SensitiveOnce<'_>,
+    ) -> Result<Checked, CheckError> {
         let options = Options {
             class: Some(class.to_owned()),
             ..Options::default()
@@ -589,6 +587,7 @@ impl State<'_> {
             started: Instant::now(),
             progress: None,
             digest_key: self.digest_key,
+            sensitive: Some(sensitive),
         })
     }
 

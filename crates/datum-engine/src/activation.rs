@@ -377,7 +377,7 @@ impl Notifications {
                         def,
                         rejection,
                         catalogue,
-                        ctx.registry,
+                        ctx,
                         changed,
                         &resource.id,
                         self.not_overlaid.get(def.name),
@@ -533,7 +533,7 @@ impl Notifications {
                     def,
                     rejection,
                     catalogue,
-                    ctx.registry,
+                    ctx,
                     changed,
                     &none,
                     self.not_overlaid.get(def.name),
@@ -592,11 +592,13 @@ fn distinct_groups<'r>(
 /// folder (the validator reads the whole configuration, not only the files
 /// that name it: an included file holding a credential), or an `output`
 /// that names a sensitive resource's path ([`SensitivePaths`]: a
-/// file included from elsewhere).
+/// file included from elsewhere), asked of the pass's `sensitive` (one
+/// made of `catalogue` when there is none).
 pub(crate) fn group_sensitive(
     def: &ValidatorDef,
     catalogue: &Catalogue,
     registry: &Registry,
+    sensitive: Option<&SensitiveOnce<'_>>,
     output: &str,
 ) -> Option<Withheld> {
     let config_dir = def
@@ -619,7 +621,15 @@ pub(crate) fn group_sensitive(
     if !read.is_empty() {
         return Some(Withheld::new(WithheldReason::SensitiveResource, read));
     }
-    SensitivePaths::of(catalogue, registry).withheld(Some(def.name), output)
+    let own;
+    let sensitive = match sensitive {
+        Some(s) => s,
+        None => {
+            own = SensitiveOnce::new(catalogue, registry);
+            &own
+        }
+    };
+    sensitive.paths().withheld(Some(def.name), output)
 }
 
 /// How long a word of a sensitive content must be to be looked for in an
@@ -682,6 +692,8 @@ impl<'a> SensitivePaths<'a> {
     /// The catalogue's sensitive resources' declared paths and the words of
     /// their declared content (read from the repository for a `source:`).
     pub fn of(catalogue: &'a Catalogue, registry: &Registry) -> Self {
+        #[cfg(test)]
+        BUILT.with(|n| n.set(n.get() + 1));
         let mut seen: HashMap<std::borrow::Cow<'a, str>, (bool, BTreeSet<String>)> = HashMap::new();
         let mut unread = BTreeSet::new();
         for r in catalogue.resources.iter().filter(|r| r.sensitive) {
@@ -762,6 +774,21 @@ impl<'a> SensitivePaths<'a> {
         }
     }
 
+    /// The same, holding its own copy of every path and word: kept beside
+    /// the catalogue rather than borrowing it ([`SensitiveOnce`]).
+    fn into_owned(self) -> SensitivePaths<'static> {
+        SensitivePaths {
+            paths: self
+                .paths
+                .into_iter()
+                .map(|p| std::borrow::Cow::Owned(p.into_owned()))
+                .collect(),
+            owners: self.owners,
+            matcher: self.matcher,
+            unread: self.unread,
+        }
+    }
+
     /// Whether `output` holds one of the paths or words.
     pub fn named_in(&self, output: &str) -> bool {
         if output.is_empty() {
@@ -822,6 +849,77 @@ impl<'a> SensitivePaths<'a> {
             WithheldReason::QuotesSensitiveContent
         };
         Some(Withheld::new(reason, resources.into_iter().collect()))
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times [`SensitivePaths::of`] read the sensitive resources
+    /// on this thread (tests count the reads of a run).
+    static BUILT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many times [`SensitivePaths::of`] ran on this thread.
+#[cfg(test)]
+pub(crate) fn sensitive_builds() -> usize {
+    BUILT.with(std::cell::Cell::get)
+}
+
+/// The [`SensitivePaths`] of one run, made at the first question and
+/// never again: a pass (validator output, a group's refusal), the fleet
+/// report's warnings and the agent's log all ask the same one, so a run
+/// reads the sensitive `source:` files and a sensitive Tree's files at
+/// most once (none when nothing prints and nothing warns), and every
+/// answer of the run comes from the same reading: the repository changed
+/// meanwhile cannot make one withhold by one set of words and another by
+/// another.
+///
+/// `catalogue` holds at least every sensitive resource of what is asked
+/// about: a pass over a part of it (a check's revert) is asked with the
+/// whole catalogue's, which withholds at least what the part's would.
+pub struct SensitiveOnce<'c> {
+    catalogue: &'c Catalogue,
+    registry: &'c Registry,
+    paths: std::cell::OnceCell<SensitivePaths<'static>>,
+    ids: std::cell::OnceCell<Vec<String>>,
+}
+
+impl<'c> SensitiveOnce<'c> {
+    /// Nothing is read until the first question.
+    pub fn new(catalogue: &'c Catalogue, registry: &'c Registry) -> Self {
+        Self {
+            catalogue,
+            registry,
+            paths: std::cell::OnceCell::new(),
+            ids: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The catalogue whose sensitive resources these are.
+    pub fn catalogue(&self) -> &'c Catalogue {
+        self.catalogue
+    }
+
+    /// The sensitive paths and words ([`SensitivePaths::of`]), read on the
+    /// first call.
+    pub fn paths(&self) -> &SensitivePaths<'static> {
+        self.paths
+            .get_or_init(|| SensitivePaths::of(self.catalogue, self.registry).into_owned())
+    }
+
+    /// Whether a text (a pass's warning) names a sensitive resource: by its
+    /// id (`File[token]`), or as [`SensitivePaths::named_in`] says (its
+    /// declared path, a word of its content, or one that could not be read).
+    pub fn names_sensitive(&self, text: &str) -> bool {
+        let ids = self.ids.get_or_init(|| {
+            self.catalogue
+                .resources
+                .iter()
+                .filter(|r| r.sensitive)
+                .map(|r| r.id.to_string())
+                .collect()
+        });
+        self.paths().named_in(text) || ids.iter().any(|id| text.contains(id.as_str()))
     }
 }
 
@@ -947,7 +1045,7 @@ fn group_report(
     def: &ValidatorDef,
     rejection: &Rejection,
     catalogue: &Catalogue,
-    registry: &Registry,
+    ctx: &PassContext<'_>,
     changed: &HashSet<ResourceId>,
     service: &ResourceId,
     not_overlaid: Option<&String>,
@@ -959,7 +1057,13 @@ fn group_report(
         .filter(|r| changed.contains(&r.id))
         .map(|r| r.id.to_string())
         .collect();
-    let withheld = group_sensitive(def, catalogue, registry, &rejection.output);
+    let withheld = group_sensitive(
+        def,
+        catalogue,
+        ctx.registry,
+        ctx.sensitive,
+        &rejection.output,
+    );
     let not_reloaded = if service.kind != GROUP_KIND {
         format!("; {service} not reloaded")
     } else {

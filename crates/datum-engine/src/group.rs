@@ -223,7 +223,13 @@ impl GroupChecks {
             Mode::Plan => "would fail validation",
             Mode::Apply => "no file written",
         };
-        let withheld = group_sensitive(def, catalogue, ctx.registry, &rejection.output);
+        let withheld = group_sensitive(
+            def,
+            catalogue,
+            ctx.registry,
+            ctx.sensitive,
+            &rejection.output,
+        );
         let output = match &withheld {
             _ if rejection.output.trim().is_empty() => None,
             Some(withheld) => Some(Err(withheld.clone())),

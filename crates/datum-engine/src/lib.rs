@@ -42,7 +42,7 @@ mod trust_tests;
 #[cfg(test)]
 mod write_tests;
 
-pub use activation::{GROUP_KIND, SensitivePaths};
+pub use activation::{GROUP_KIND, SensitiveOnce, SensitivePaths};
 pub use observe::{ContentDiff, Inspection, inspect_all};
 pub use pass::{DIFF_CONTENT_LIMIT, Mode, PassContext, run_pass, run_pass_with};
 pub use report::{

@@ -43,7 +43,7 @@ use datum_providers::{Activated, ProviderError, Registry, Staging};
 use datum_store::backup::BackupStore;
 use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
 
-use crate::activation::Notifications;
+use crate::activation::{Notifications, SensitiveOnce};
 use crate::ahead::{Ahead, AheadInputs};
 use crate::evidence;
 use crate::gate;
@@ -81,6 +81,11 @@ pub struct PassContext<'a> {
     /// as blocked by themselves (never changed), and their dependents blocked
     /// by them.
     pub skip: HashSet<ResourceId>,
+    /// The sensitive paths and words of the caller's run, when it asks
+    /// them again after the pass (the fleet report's warnings, the agent's
+    /// log): the pass asks the same, so they are read once. `None`: the
+    /// pass makes its own of its catalogue.
+    pub sensitive: Option<&'a SensitiveOnce<'a>>,
 }
 
 /// How one resource's phases ended, before it becomes a report.
@@ -142,6 +147,34 @@ pub fn run_pass(
 /// that manage one object under two names are refused before anything is
 /// changed, in a plan too ([`Refused::Shared`]).
 pub fn run_pass_with(
+    catalogue: &Catalogue,
+    ctx: &mut PassContext<'_>,
+    reporter: &mut dyn Reporter,
+    options: &PassOptions,
+) -> Result<PassSummary, Refused> {
+    if ctx.sensitive.is_some() {
+        return pass_in(catalogue, ctx, reporter, options);
+    }
+    // One for the whole pass (its resources' output, its groups'
+    // refusals), nothing read until one of them asks.
+    let own = SensitiveOnce::new(catalogue, ctx.registry);
+    let mut inner = PassContext {
+        registry: ctx.registry,
+        host: ctx.host,
+        mode: ctx.mode,
+        store: ctx.store.as_deref_mut(),
+        backups: ctx.backups.as_deref_mut(),
+        now: ctx.now,
+        skip: std::mem::take(&mut ctx.skip),
+        sensitive: Some(&own),
+    };
+    let done = pass_in(catalogue, &mut inner, reporter, options);
+    ctx.skip = inner.skip;
+    done
+}
+
+/// [`run_pass_with`] once `ctx.sensitive` is given.
+fn pass_in(
     catalogue: &Catalogue,
     ctx: &mut PassContext<'_>,
     reporter: &mut dyn Reporter,
@@ -306,8 +339,9 @@ pub fn run_pass_with(
     // The sensitive resources' paths a resource's output must not name
     // (validator output quoting an included file), made at the first
     // output: many resources may have one (accepted, held, quarantined).
-    let sensitive_paths: std::cell::OnceCell<crate::activation::SensitivePaths<'_>> =
-        std::cell::OnceCell::new();
+    // The caller's (`run_pass_with` gives one when it has none).
+    let fallback = SensitiveOnce::new(catalogue, ctx.registry);
+    let sensitive_paths = ctx.sensitive.unwrap_or(&fallback);
     let emit = |summary: &mut PassSummary, report: ResourceReport, reporter: &mut dyn Reporter| {
         reporter.event(Event::ResourceFinished { report: &report });
         summary.resources.push(report);
@@ -532,7 +566,7 @@ pub fn run_pass_with(
                     None
                 }
                 Some(d) => match sensitive_paths
-                    .get_or_init(|| crate::activation::SensitivePaths::of(catalogue, ctx.registry))
+                    .paths()
                     .withheld(resource.validate.as_deref(), &d)
                 {
                     // A note that is no validator's (quarantined,

@@ -75,6 +75,7 @@ impl Bed {
             backups: Some(&mut self.backups),
             now: 1_000,
             skip: HashSet::new(),
+            sensitive: None,
         };
         run_pass(catalogue, &mut ctx, &mut SilentReporter)
     }
@@ -1648,4 +1649,73 @@ fn an_activation_gives_each_reason_once_in_the_order_it_came() {
         ["FakeUnit[web]", "FakeUnit[web]"]
     );
     assert!(bed.store.owed_reloads().unwrap().is_empty());
+}
+
+/// A pass asks the run's `SensitiveOnce` when the caller gives one, so the
+/// sensitive resources are read once in a run: by the pass when a
+/// resource's output is looked at, never again by the warnings' filters
+/// after it (the fleet report, the agent's log); a pass where nothing
+/// prints reads nothing.
+#[test]
+fn a_pass_asks_the_runs_sensitive_paths_so_they_are_read_once() {
+    use crate::SensitiveOnce;
+    use crate::activation::sensitive_builds;
+    const CANARY: &str = "CANARY-5e1d0";
+    let secret = || Resource {
+        sensitive: true,
+        ..fake_file("secret", "/secret", &format!("{CANARY}\n"), &[])
+    };
+    let cat = catalogue(vec![
+        // Not sensitive, but its validator quotes a word of the secret.
+        Resource {
+            validate: Some("json".to_owned()),
+            ..fake_file("app", "/app.json", &format!("{{\"key\": {CANARY}}}\n"), &[])
+        },
+        secret(),
+    ]);
+    let (registry, _, _) = fake_registry();
+    let mut bed = Bed::new();
+    let pass = |bed: &mut Bed, cat: &Catalogue, sensitive: Option<&SensitiveOnce<'_>>| {
+        let mut ctx = PassContext {
+            registry: &bed.registry,
+            host: &bed.host,
+            mode: Mode::Plan,
+            store: Some(&mut bed.store),
+            backups: Some(&mut bed.backups),
+            now: 1_000,
+            skip: HashSet::new(),
+            sensitive,
+        };
+        run_pass(cat, &mut ctx, &mut SilentReporter)
+    };
+    let before = sensitive_builds();
+    let sensitive = SensitiveOnce::new(&cat, &registry);
+    let summary = pass(&mut bed, &cat, Some(&sensitive));
+    let app = summary
+        .resources
+        .iter()
+        .find(|r| r.id == id("app"))
+        .unwrap();
+    assert!(matches!(app.outcome, Outcome::Failed { .. }));
+    assert!(app.detail.is_none(), "{:?}", app.detail);
+    assert!(app.withheld.is_some());
+    assert_eq!(sensitive_builds() - before, 1, "the pass read them");
+    // The warnings after the pass: the same answers, nothing read again.
+    assert!(sensitive.names_sensitive(&format!("useradd said '{CANARY}'")));
+    assert!(sensitive.names_sensitive("FakeFile[secret]: said something"));
+    assert!(sensitive.names_sensitive("a shell at /secret"));
+    assert!(!sensitive.names_sensitive("User[w2]: usermod said '/bin/nope'"));
+    assert_eq!(sensitive_builds() - before, 1, "read again after the pass");
+
+    // Without one from the caller, the pass makes its own: once.
+    let summary = pass(&mut bed, &cat, None);
+    assert!(summary.resources.iter().any(|r| r.withheld.is_some()));
+    assert_eq!(sensitive_builds() - before, 2);
+
+    // Nothing prints: nothing is read.
+    let quiet = catalogue(vec![fake_file("plain", "/plain", "x\n", &[]), secret()]);
+    let sensitive = SensitiveOnce::new(&quiet, &registry);
+    let summary = pass(&mut bed, &quiet, Some(&sensitive));
+    assert!(!summary.any_failed());
+    assert_eq!(sensitive_builds() - before, 2, "nothing printed");
 }

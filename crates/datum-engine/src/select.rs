@@ -274,6 +274,7 @@ mod tests {
             backups: None,
             now: 0,
             skip: HashSet::new(),
+            sensitive: None,
         };
         let mut run = |options: &PassOptions| {
             run_pass_with(&catalogue, &mut ctx, &mut SilentReporter, options)

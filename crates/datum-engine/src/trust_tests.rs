@@ -47,6 +47,7 @@ fn pass(
         backups: None,
         now,
         skip: HashSet::new(),
+        sensitive: None,
     };
     run_pass_with(catalogue, &mut ctx, &mut SilentReporter, options).unwrap()
 }

@@ -55,6 +55,7 @@ fn apply_at(
         backups: None,
         now,
         skip: HashSet::new(),
+        sensitive: None,
     };
     run_pass(catalogue, &mut ctx, &mut SilentReporter)
 }

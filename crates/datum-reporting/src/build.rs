@@ -189,41 +189,34 @@ pub fn apply_report(
 /// ([`Report::warnings`]): each at most `WARNING_KEPT` bytes, at most
 /// `WARNINGS_KEPT` of them. One naming a sensitive resource, by its id or
 /// by its declared path (what the engine withholds a validator's output
-/// for: [`datum_engine::SensitivePaths`]), is left out, as the agent's log
-/// leaves it out (`datum_check::watch`): a shadow-utils program quoting a
-/// sensitive file as a shell, a staging folder under a sensitive Tree. The
-/// report says how many were left out, never their words; the host's own
-/// output still shows them.
+/// for: [`datum_engine::SensitiveOnce::names_sensitive`]), is left out, as
+/// the agent's log leaves it out (`datum_check::watch`): a shadow-utils
+/// program quoting a sensitive file as a shell, a staging folder under a
+/// sensitive Tree. The report says how many were left out, never their
+/// words; the host's own output still shows them.
 ///
-/// `catalogue` holds at least every sensitive resource of the pass's
-/// catalogue; `None` when the caller cannot say which are (a check that
-/// did not decode every declaration): then no warning's words go, only
-/// how many there were (failing closed).
+/// `sensitive` is the run's (the one its pass asked, so the sensitive
+/// sources are not read again), of a catalogue holding at least every
+/// sensitive resource of the pass's; `None` when the caller cannot say
+/// which are (a check that did not decode every declaration): then no
+/// warning's words go, only how many there were (failing closed).
 pub fn pass_warnings(
     warnings: &[String],
-    catalogue: Option<&datum_catalog::Catalogue>,
-    registry: &datum_providers::Registry,
+    sensitive: Option<&datum_engine::SensitiveOnce<'_>>,
 ) -> Vec<String> {
     if warnings.is_empty() {
         return Vec::new();
     }
-    let Some(catalogue) = catalogue else {
+    let Some(sensitive) = sensitive else {
         return vec![format!(
             "{} warning(s) of the pass, their words not sent (this pass did not read every declaration, so whether one names a sensitive resource is not known; read them on the host)",
             warnings.len()
         )];
     };
-    let paths = datum_engine::SensitivePaths::of(catalogue, registry);
-    let ids: Vec<String> = catalogue
-        .resources
-        .iter()
-        .filter(|r| r.sensitive)
-        .map(|r| r.id.to_string())
-        .collect();
     let mut out = Vec::new();
     let mut withheld = 0usize;
     for warning in warnings {
-        if paths.named_in(warning) || ids.iter().any(|id| warning.contains(id.as_str())) {
+        if sensitive.names_sensitive(warning) {
             withheld += 1;
         } else if out.len() < WARNINGS_KEPT {
             out.push(bounded(warning, WARNING_KEPT));
@@ -397,13 +390,14 @@ mod tests {
             autorequires: Vec::new(),
             boundary: Default::default(),
         };
+        let sensitive = datum_engine::SensitiveOnce::new(&catalogue, datum_providers::registry());
         let warnings = vec![
             "User[w1]: useradd succeeded and said: useradd: Warning: missing or non-executable shell '/etc/vault-CNRY7731/key'".to_owned(),
             "File[vault]: useradd succeeded and said more (its output is not shown: the resource is sensitive)".to_owned(),
             "User[w2]: usermod succeeded and said: usermod: Warning: missing or non-executable shell '/bin/nope'".to_owned(),
             format!("User[w3]: said {}", "x".repeat(5_000)),
         ];
-        let sent = pass_warnings(&warnings, Some(&catalogue), datum_providers::registry());
+        let sent = pass_warnings(&warnings, Some(&sensitive));
         let all = sent.join("\n");
         assert!(
             !all.contains("CNRY7731") && !all.contains("File[vault]"),
@@ -422,19 +416,68 @@ mod tests {
         assert_eq!(sent.len(), 3);
         // At most WARNINGS_KEPT, the rest counted.
         let many: Vec<String> = (0..30).map(|i| format!("User[u{i}]: said it")).collect();
-        let sent = pass_warnings(&many, Some(&catalogue), datum_providers::registry());
+        let sent = pass_warnings(&many, Some(&sensitive));
         assert_eq!(sent.len(), WARNINGS_KEPT + 1);
         assert_eq!(
             sent[WARNINGS_KEPT],
             "10 more warning(s) of the pass (read them on the host)"
         );
-        assert!(pass_warnings(&[], Some(&catalogue), datum_providers::registry()).is_empty());
+        assert!(pass_warnings(&[], Some(&sensitive)).is_empty());
         // Not knowing which resources are sensitive: a count only.
         assert_eq!(
-            pass_warnings(&warnings, None, datum_providers::registry()),
+            pass_warnings(&warnings, None),
             vec!["4 warning(s) of the pass, their words not sent (this pass did not read every declaration, so whether one names a sensitive resource is not known; read them on the host)".to_owned()]
         );
-        assert!(pass_warnings(&[], None, datum_providers::registry()).is_empty());
+        assert!(pass_warnings(&[], None).is_empty());
+    }
+
+    /// The warnings are judged by the run's sensitive paths as its pass
+    /// read them: a sensitive source changed between the pass and the
+    /// report is not read again (read again, it would be refused as
+    /// changed and every warning left out: the pass withholding by one
+    /// reading and the report by another).
+    #[test]
+    fn the_warnings_ask_the_passs_sensitive_paths_and_read_nothing_again() {
+        use datum_core::{Content, Resource, ResourceId};
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("token");
+        std::fs::write(&source, "CNRY5512-hunter\n").unwrap();
+        let bytes = std::fs::read(&source).unwrap();
+        let content = Content::from_source(
+            source.as_path(),
+            datum_core::content::sha256_hex(&bytes),
+            None,
+            bytes.len() as u64,
+        );
+        let catalogue = datum_catalog::Catalogue {
+            host: datum_catalog::HostIdentity::default(),
+            resources: vec![Resource {
+                sensitive: true,
+                content: Some(content),
+                ..Resource::new(
+                    ResourceId::new("File", "token"),
+                    serde_json::json!({ "path": "/etc/token" }),
+                )
+            }],
+            autorequires: Vec::new(),
+            boundary: Default::default(),
+        };
+        let sensitive = datum_engine::SensitiveOnce::new(&catalogue, datum_providers::registry());
+        // The pass asked (a validator printed): the source read then.
+        assert!(sensitive.paths().named_in("quoted CNRY5512-hunter"));
+        std::fs::write(&source, "rotated\n").unwrap();
+        let warnings = vec![
+            "User[w1]: usermod said CNRY5512-hunter".to_owned(),
+            "User[w2]: usermod said '/bin/nope'".to_owned(),
+        ];
+        assert_eq!(
+            pass_warnings(&warnings, Some(&sensitive)),
+            vec![
+                warnings[1].clone(),
+                "1 warning(s) naming a sensitive resource left out (read them on the host)"
+                    .to_owned(),
+            ]
+        );
     }
 
     /// A sensitive Tree's roots reach the report only keyed: equal when the

@@ -160,6 +160,9 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         started,
         progress: crate::render::progress::resources(global.output, lazy_len),
         digest_key: key.as_ref(),
+        // Which resources are sensitive is known only as the check decodes
+        // them: it makes its own.
+        sensitive: None,
     });
     let Checked {
         report,

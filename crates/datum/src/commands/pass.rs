@@ -152,6 +152,10 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
         }
         None => Default::default(),
     };
+    // The sensitive paths and words the pass withholds output by, read at
+    // the first output or warning, once: the fleet report's warnings ask
+    // the same after the pass.
+    let sensitive = datum_engine::SensitiveOnce::new(catalogue, datum_providers::registry());
     let mut ctx = PassContext {
         registry: datum_providers::registry(),
         host: &host,
@@ -160,6 +164,7 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
         backups: backups.as_mut(),
         now: started_at,
         skip,
+        sensitive: Some(&sensitive),
     };
     let color = context::use_color(global);
     let stale = |e: datum_engine::Refused| -> anyhow::Error {
@@ -253,7 +258,13 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
         };
         let report = reporting.as_ref().map(|r| {
             cost.time("build", || {
-                apply_report(global, r, &stamped, &identity, &record, &summary, store)
+                let mut report =
+                    apply_report(global, r, &stamped, &identity, &record, &summary, store);
+                // Queued only for a server that takes them
+                // (`Reporting::enqueue`).
+                report.warnings =
+                    crate::reporting::build::pass_warnings(&summary.warnings, Some(&sensitive));
+                report
             })
         });
         // The pass and its report in one transaction: a recorded pass has
@@ -298,6 +309,7 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
     // The catalogue and the pass's summary go with the process, which ends
     // next (`main`): freed one allocation at a time, 20,000 Files' took
     // 5-6 ms nobody waits for. Plain data both, nothing to close or flush.
+    drop(sensitive);
     std::mem::forget(summary);
     std::mem::forget(stamped);
     Ok(code)
@@ -443,20 +455,13 @@ fn apply_report(
             versions.insert(name.to_owned(), version);
         }
     }
-    let mut report = build::apply_report(
+    build::apply_report(
         &common,
         summary,
         &catalogue.resources,
         versions,
         &global.root.to_string_lossy(),
-    );
-    // Queued only for a server that takes them (`Reporting::enqueue`).
-    report.warnings = build::pass_warnings(
-        &summary.warnings,
-        Some(catalogue),
-        datum_providers::registry(),
-    );
-    report
+    )
 }
 
 /// A plan's exit code says one thing each: 0 nothing to do, 2 changes
