@@ -2020,3 +2020,43 @@ datum: v1alpha1\ntype: File\nname: vault2\nsensitive: true\ndesired: {{path: /et
     // (w2's finding itself names its declared shell, the path: a
     // finding's declared value of a resource that is not sensitive.)
 }
+
+/// An admin credential whose CA did not sign the server's certificate (the
+/// credential of a server initialised again: every `datum server init`
+/// names its CA alike, so rustls says BadSignature): the error says so and
+/// names the credential file the CA came from, which it did not ("the CA
+/// the credentials names").
+#[test]
+fn a_credential_of_another_ca_is_named_in_the_error() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(t.path().join("a")).unwrap();
+    std::fs::create_dir_all(t.path().join("b")).unwrap();
+    let mut server = Server::init(&t.path().join("a"), "sqlite", &[]);
+    server.start();
+    let other = Server::init(&t.path().join("b"), "sqlite", &[]);
+    // The server's own credential, with the other server's CA.
+    let own = std::fs::read_to_string(server.admin()).unwrap();
+    let theirs = std::fs::read_to_string(other.admin()).unwrap();
+    let credential = t.path().join("ops-admin.yaml");
+    std::fs::write(
+        &credential,
+        format!(
+            "{}{}",
+            &own[..own.find("ca: |").unwrap()],
+            &theirs[theirs.find("ca: |").unwrap()..]
+        ),
+    )
+    .unwrap();
+    let out = fleet_with(&credential, &["hosts"]);
+    assert_exit(&out, 1);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "the server's certificate is not signed by the CA {} names",
+            credential.display()
+        )) && err.contains("BadSignature"),
+        "{err}"
+    );
+    // The server's own credential still reads.
+    assert_exit(&fleet_with(&server.admin(), &["hosts"]), 0);
+}

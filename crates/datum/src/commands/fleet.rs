@@ -64,7 +64,9 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
         &creds.token,
         Timeouts::default(),
     )
-    .with_context(|| format!("{}", credentials.display()))?;
+    .with_context(|| format!("{}", credentials.display()))?
+    // A server certificate the CA does not verify names the file.
+    .ca_from(&credentials);
     let path = match &args.view {
         FleetView::Hosts => "/v1/hosts".to_owned(),
         FleetView::Rollout { revision: Some(r) } => {

@@ -295,3 +295,42 @@ fn a_copied_secret_reaches_neither_the_outbox_nor_the_server() {
     }
     assert!(read > 2, "{read} files");
 }
+
+/// A `report.yaml` whose CA did not sign the server's certificate (another
+/// server's, or one initialised again: every `datum server init` names
+/// its CA alike, so rustls says BadSignature): the warning names the file
+/// the CA came from, which it did not ("the CA the credentials names"),
+/// and the report stays queued.
+#[test]
+fn a_report_to_of_another_ca_is_named_in_the_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_admin, report_to) = server(dir.path());
+    let other = datum_server::init_command(
+        &dir.path().join("other"),
+        &datum_server::InitOptions {
+            listen: format!("127.0.0.1:{}", free_port()),
+            names: vec![],
+            url: None,
+            store: "sqlite".into(),
+            sampling: None,
+        },
+    )
+    .unwrap();
+    // The stack's own credentials, with the other server's CA.
+    let mut creds =
+        datum_fleet::Credentials::parse(&report_to, &std::fs::read_to_string(&report_to).unwrap())
+            .unwrap();
+    creds.ca_pem = other.admin.ca_pem;
+    datum_server::init::write_credentials(&report_to, &creds).unwrap();
+    let out = outcome(report("canary").arg("--report-to").arg(&report_to));
+    assert!(
+        out.stderr.contains(&format!(
+            "the server's certificate is not signed by the CA {} names",
+            report_to.display()
+        )) && out.stderr.contains("BadSignature"),
+        "{}",
+        out.stderr
+    );
+    let store = datum_store::Store::open(&driftwatch::fleet::default_outbox(&report_to)).unwrap();
+    assert_eq!(store.outbox_status().unwrap().depth, 1, "kept queued");
+}
