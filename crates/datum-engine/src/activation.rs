@@ -629,7 +629,7 @@ pub(crate) fn group_sensitive(
             &own
         }
     };
-    sensitive.paths().withheld(Some(def.name), output)
+    sensitive.paths().withheld(Some(def), output)
 }
 
 /// How long a word of a sensitive content must be to be looked for in an
@@ -660,12 +660,14 @@ const SENSITIVE_CONTENT_MAX: u64 = 1024 * 1024;
 /// punctuation configuration files put around a value: `= : ; , { } ( ) [
 /// ] < >`), so that a validator quoting a secret without naming its file is
 /// caught too. The fixed words of a line the validator is known to print
-/// are not searched (`OWN_LINES`: nginx's "configuration file ... test
-/// failed", sshd's "line N: Bad configuration option:"); a word a sensitive
-/// file shares with any other text of the output (a line of another shape,
-/// a path, a quoted line, a longer word holding it) withholds it where
-/// nothing secret was quoted: the price of failing closed (read it on the
-/// host); the report says it was withheld
+/// ([`ValidatorDef::own_lines`], beside each validator's definition:
+/// nginx's "configuration file ... test failed", sshd's "line N: Bad
+/// configuration option:"; and Datum's own "offending line:" header) are
+/// not searched, only the text that varies between them; a word a
+/// sensitive file shares with any other text of the output (a line of
+/// another shape, a path, a quoted line, a longer word holding it)
+/// withholds it where nothing secret was quoted: the price of failing
+/// closed (read it on the host); the report says it was withheld
 /// and for which sensitive resources ([`Withheld`]), never the words that
 /// matched. Made once by a pass that asks for
 /// many resources' output, not once per resource, and searched for all at
@@ -810,8 +812,9 @@ impl<'a> SensitivePaths<'a> {
     /// resources whose paths or words it holds (a path before a word), or
     /// those that could not be read. As [`Self::named_in`], but the fixed
     /// words of a line the validator is known to print are not searched
-    /// (`OWN_LINES`).
-    pub fn withheld(&self, validator: Option<&str>, output: &str) -> Option<Withheld> {
+    /// ([`ValidatorDef::own_lines`], and Datum's own header of the lines it
+    /// quotes below them).
+    pub fn withheld(&self, validator: Option<&ValidatorDef>, output: &str) -> Option<Withheld> {
         if output.is_empty() {
             return None;
         }
@@ -923,78 +926,23 @@ impl<'c> SensitiveOnce<'c> {
     }
 }
 
-/// Lines a validator is known to print, as fixed text with variable text
-/// (holes) between: the first piece starts the line, the last ends it, the
-/// others are found in order. The fixed words are the validator's own (or
-/// Datum's), printed whatever the configuration holds, so they are not
-/// searched for a sensitive word: "file", "configuration", "unknown",
-/// "directive" of a sensitive file no longer withhold nginx's every
-/// failure. The holes (paths, quoted directives, values) are searched as
-/// before; each piece meets a hole at a character no word holds (a space,
-/// a quote, a colon), so no word runs from a hole into fixed text. A line
-/// that matches none is searched whole. `*`: every validator's output
-/// (the offending lines Datum quotes below it).
-const OWN_LINES: &[(&str, &[&str])] = &[
-    ("*", &["offending line:"]),
-    ("*", &["offending lines:"]),
-    // `2026/12/07 11:17:58 [emerg] 1#1: unknown directive "x" in /f:3`
-    // (before the error log is open), or `nginx: [emerg] ...`.
-    (
-        "nginx",
-        &["", " [emerg] ", ": unknown directive \"", "\" in ", ""],
-    ),
-    (
-        "nginx",
-        &["nginx: [emerg] unknown directive \"", "\" in ", ""],
-    ),
-    ("nginx", &["nginx: configuration file ", " test failed"]),
-    (
-        "nginx",
-        &["nginx: the configuration file ", " syntax is ok"],
-    ),
-    (
-        "nginx",
-        &["nginx: configuration file ", " test is successful"],
-    ),
-    // `/etc/ssh/sshd_config: line 3: Bad configuration option: x`
-    ("sshd", &["", ": line ", ": Bad configuration option: ", ""]),
-    (
-        "sshd",
-        &["", ": terminating, ", " bad configuration options"],
-    ),
-];
-
-/// The variable text of `line` if it is one of `pieces` (see [`OWN_LINES`]).
-fn holes<'l>(line: &'l str, pieces: &[&str]) -> Option<Vec<&'l str>> {
-    let (first, after) = pieces.split_first()?;
-    let mut rest = line.strip_prefix(first)?;
-    let mut out = Vec::new();
-    let Some((last, middle)) = after.split_last() else {
-        return rest.is_empty().then_some(out);
-    };
-    for piece in middle {
-        let at = rest.find(piece)?;
-        out.push(&rest[..at]);
-        rest = &rest[at + piece.len()..];
-    }
-    out.push(rest.strip_suffix(last)?);
-    Some(out)
-}
-
 /// The text of a validator's `output` an output is searched in: each line,
-/// or only the holes of one the validator is known to print.
-fn searched_text<'o>(validator: Option<&str>, output: &'o str) -> std::borrow::Cow<'o, str> {
-    let own: Vec<&[&str]> = OWN_LINES
-        .iter()
-        .filter(|(v, _)| *v == "*" || Some(*v) == validator)
-        .map(|(_, pieces)| *pieces)
-        .collect();
+/// or only the variable text (holes) of one the validator is known to
+/// print ([`ValidatorDef::own_lines`]) or Datum prints below it
+/// ([`validators::quote::OWN_LINES`]), each hole on a line of its own.
+fn searched_text<'o>(
+    validator: Option<&ValidatorDef>,
+    output: &'o str,
+) -> std::borrow::Cow<'o, str> {
+    let own = validator.map_or(&[][..], |v| v.own_lines);
     let mut searched = String::with_capacity(output.len());
     let mut changed = false;
     for line in output.split('\n') {
         // sshd ends its lines with CR LF.
         let line = line.strip_suffix('\r').unwrap_or(line);
-        match own.iter().find_map(|pieces| holes(line, pieces)) {
+        let holes = validators::own_line_holes(own, line)
+            .or_else(|| validators::own_line_holes(validators::quote::OWN_LINES, line));
+        match holes {
             Some(holes) => {
                 changed = true;
                 for hole in holes {
@@ -1339,7 +1287,10 @@ mod tests {
             ..SensitivePaths::with_owners(searched.paths.clone(), searched.owners.clone())
         };
         assert_eq!(
-            unread.withheld(Some("nginx"), "nginx: configuration file /x test failed"),
+            unread.withheld(
+                datum_providers::validators::lookup("nginx"),
+                "nginx: configuration file /x test failed"
+            ),
             withheld(SensitiveContentUnread, &["Tree[keys]"])
         );
         assert_eq!(unread.withheld(None, ""), None);
@@ -1429,7 +1380,7 @@ mod tests {
             ),
         ] {
             assert_eq!(
-                searched.withheld(Some(validator), output),
+                searched.withheld(datum_providers::validators::lookup(validator), output),
                 expected,
                 "{validator}: {output}"
             );
@@ -1438,6 +1389,162 @@ mod tests {
             searched.withheld(None, "nginx: configuration file /r/x test failed"),
             quoted
         );
+    }
+
+    /// The lines each validator prints itself, success and failure, whose
+    /// every fixed word a sensitive file holds: nothing withheld, while a
+    /// secret in a hole still is. The lines as the programs printed them
+    /// (see datum-providers' each_validators_own_lines_are_what_it_prints).
+    #[test]
+    fn a_sensitive_file_sharing_a_validators_own_words_withholds_none_of_them() {
+        use crate::report::WithheldReason::*;
+        let lines: &[(&str, &str)] = &[
+            (
+                "nginx",
+                "nginx: the configuration file /r/etc/nginx/nginx.conf syntax is ok",
+            ),
+            (
+                "nginx",
+                "nginx: configuration file /r/etc/nginx/nginx.conf test is successful",
+            ),
+            (
+                "nginx",
+                "nginx: configuration file /r/etc/nginx/nginx.conf test failed",
+            ),
+            ("sudoers", "/r/etc/sudoers.d/ops: parsed OK"),
+            (
+                "sudoers",
+                "/r/etc/sudoers.d/ops:1:18: unknown defaults entry \"bogusopt\"",
+            ),
+            ("sudoers", "/r/etc/sudoers.d/ops:2:12: syntax error"),
+            ("haproxy", "Configuration file is valid"),
+            ("haproxy", "Warnings were found."),
+            (
+                "haproxy",
+                "Configuration file has no error but will not start (no listener) => exit(2).",
+            ),
+            (
+                "haproxy",
+                "[NOTICE]   (28913) : haproxy version is 2.6.12-1+deb12u4",
+            ),
+            (
+                "haproxy",
+                "[NOTICE]   (28913) : path to executable is /usr/sbin/haproxy",
+            ),
+            (
+                "haproxy",
+                "[ALERT]    (28913) : config : parsing [/r/h.cfg:2] : unknown keyword 'bogusword' in 'global' section",
+            ),
+            (
+                "haproxy",
+                "[ALERT]    (28913) : config : Error(s) found in configuration file : /r/h.cfg",
+            ),
+            (
+                "haproxy",
+                "[ALERT]    (28913) : config : Fatal errors found in configuration.",
+            ),
+            ("apache2", "Syntax OK"),
+            (
+                "apache2",
+                "AH00526: Syntax error on line 8 of /r/etc/apache2/apache2.conf:",
+            ),
+            (
+                "apache2",
+                "Invalid command 'Bogusdirective', perhaps misspelled or defined by a module not included in the server configuration",
+            ),
+            (
+                "apache2",
+                "Action '-t -d /r/etc/apache2 -f /r/etc/apache2/apache2.conf' failed.",
+            ),
+            ("apache2", "The Apache error log may have more information."),
+            (
+                "systemd-unit",
+                "/r/x.service:4: Neither a valid executable name nor an absolute path: relative/path",
+            ),
+            (
+                "systemd-unit",
+                "x.service: Unit configuration has fatal error, unit will not be started.",
+            ),
+            (
+                "systemd-unit",
+                "Unit x.service has a bad unit file setting.",
+            ),
+            (
+                "systemd-unit",
+                "/r/x.service:3: Unknown key 'BogusKey' in section [Unit], ignoring.",
+            ),
+            (
+                "nftables",
+                "/r/n.conf:3:21-21: Error: syntax error, unexpected newline",
+            ),
+            (
+                "nftables",
+                "/r/n.conf:3:3-11: Error: No symbol type information",
+            ),
+            (
+                "logrotate",
+                "warning: logrotate in debug mode does nothing except printing debug messages!  Consider using verbose mode (-v) instead if this is not what you want.",
+            ),
+            ("logrotate", "reading config file /r/etc/logrotate.d/app"),
+            (
+                "logrotate",
+                "error: /r/etc/logrotate.d/app:2 bad rotation count 'abc'",
+            ),
+            (
+                "logrotate",
+                "error: found error in /var/log/x.log , skipping",
+            ),
+            ("logrotate", "Handling 0 logs"),
+        ];
+        for &(name, line) in lines {
+            let def = datum_providers::validators::lookup(name).unwrap();
+            // Every word of the line's fixed text (not its holes) is a
+            // word of the sensitive file.
+            let holes = datum_providers::validators::own_line_holes(def.own_lines, line)
+                .unwrap_or_else(|| panic!("{name}: {line:?} is not its own"));
+            let mut fixed = line.to_owned();
+            for hole in holes.iter().filter(|h| !h.is_empty()) {
+                fixed = fixed.replacen(hole, " ", 1);
+            }
+            // (A fixed word a hole holds too, `nginx` in nginx's path, is
+            // found there: left out.)
+            let words: Vec<String> = super::sensitive_words(&fixed)
+                .filter(|w| !holes.iter().any(|h| h.contains(*w)))
+                .map(str::to_owned)
+                .collect();
+            assert!(!words.is_empty() || fixed.len() < 20, "{name}: {line}");
+            let mut all = words.clone();
+            all.push("S3cr3tZZq".to_owned());
+            let searched = SensitivePaths::with_owners(
+                all.iter().map(|w| w.clone().into()).collect(),
+                all.iter()
+                    .map(|_| (false, BTreeSet::from(["File[secret]".to_owned()])))
+                    .collect(),
+            );
+            assert_eq!(searched.withheld(Some(def), line), None, "{name}: {line}");
+            assert_eq!(
+                searched.withheld(Some(def), &format!("{line}\r\n")),
+                None,
+                "{name}: {line}"
+            );
+            // Another validator's line is searched whole.
+            if !words.is_empty() {
+                let other = datum_providers::validators::lookup("json");
+                assert!(searched.withheld(other, line).is_some(), "{name}: {line}");
+            }
+            // A secret in a hole is still found.
+            if let Some(hole) = holes
+                .iter()
+                .find(|h| h.trim().len() >= super::SENSITIVE_WORD_MIN)
+            {
+                let leaked = line.replacen(hole.trim(), "S3cr3tZZq", 1);
+                assert_eq!(
+                    searched.withheld(Some(def), &leaked).map(|w| w.reason),
+                    Some(QuotesSensitiveContent),
+                    "{name}: {leaked}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -565,10 +565,13 @@ fn pass_in(
                     }
                     None
                 }
-                Some(d) => match sensitive_paths
-                    .paths()
-                    .withheld(resource.validate.as_deref(), &d)
-                {
+                Some(d) => match sensitive_paths.paths().withheld(
+                    resource
+                        .validate
+                        .as_deref()
+                        .and_then(datum_providers::validators::lookup),
+                    &d,
+                ) {
                     // A note that is no validator's (quarantined,
                     // accepted) is left out without a word, as before.
                     Some(why) => {
