@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use datum_report::{AttrDiff, Signature, history::Seen};
 
 use crate::flatten::Path;
-use crate::plan::{Action, ChangeEntry, Leaf, LeafDiff, Plan};
+use crate::plan::{Action, ChangeEntry, DriftEntry, Leaf, LeafDiff, Plan};
 use crate::rules::Rules;
 
 /// The tool name used in dedupe keys.
@@ -301,15 +301,40 @@ fn updates_only_other_paths(change: &ChangeEntry, drifted: &[&Path]) -> bool {
         && !change.unknown_paths.iter().any(touches_drift)
 }
 
+/// The arrays that drifted and that the update puts back as the last apply left them,
+/// compared as sets ([`crate::plan::ArrayDigest`]): plan JSON writes a set (a security
+/// group's `ingress`) by position, so a member added outside shifts the others, and the
+/// update's removal of it reads, position by position, as changes to members that did not
+/// drift. Every path under such an array is the revert of drift.
+fn arrays_put_back<'c>(change: &'c ChangeEntry, entry: &DriftEntry) -> Vec<&'c Path> {
+    change
+        .arrays
+        .iter()
+        .filter(|planned| {
+            entry
+                .arrays
+                .iter()
+                .any(|drifted| drifted.path == planned.path && drifted.before == planned.after)
+        })
+        .map(|planned| &planned.path)
+        .collect()
+}
+
 /// The paths an update of a drifted resource changes for the configuration's sake, not to
 /// revert drift: paths that touch no drifted path, and drifted paths it sets to something
 /// other than the last apply's value (compared by digest; a sensitive one cannot be, and
-/// counts as reverted). The flag says whether a drifted path is among them.
-fn configured_paths(change: &ChangeEntry, drift: &[LeafDiff]) -> (Vec<Path>, bool) {
+/// counts as reverted). Paths under an array the update puts back (`put_back`) are a
+/// revert whatever their positions. The flag says whether a drifted path is among them.
+fn configured_paths(
+    change: &ChangeEntry,
+    drift: &[LeafDiff],
+    put_back: &[&Path],
+) -> (Vec<Path>, bool) {
     let touches_drift = |path: &Path| {
         drift
             .iter()
             .any(|d| path.covers(&d.path) || d.path.covers(path))
+            || put_back.iter().any(|a| a.covers(path))
     };
     let mut out: Vec<Path> = change
         .changed_paths
@@ -319,6 +344,9 @@ fn configured_paths(change: &ChangeEntry, drift: &[LeafDiff]) -> (Vec<Path>, boo
         .collect();
     let mut overwritten = false;
     for (path, digest) in &change.changed_to {
+        if put_back.iter().any(|a| a.covers(path)) {
+            continue;
+        }
         let Some(before) = drift
             .iter()
             .find(|d| !d.sensitive && &d.path == path)
@@ -473,7 +501,11 @@ pub fn classify(
                 ));
             }
         } else if let Some(change) = change.filter(|c| {
-            let drifted: Vec<&Path> = entry.diffs.iter().map(|leaf| &leaf.path).collect();
+            // An array put back counts as drifted as a whole: positions say nothing of
+            // which of its members the update touches.
+            let drifted: Vec<&Path> = (entry.diffs.iter().map(|leaf| &leaf.path))
+                .chain(arrays_put_back(c, entry))
+                .collect();
             c.action == Action::Update && updates_only_other_paths(c, &drifted)
         }) {
             // The update is a configuration change on other attributes (for example beside
@@ -489,7 +521,8 @@ pub fn classify(
             // The update reverts drift, and may carry configuration changes too: on
             // attributes that did not drift, or a drifted one set to a new value. Those are
             // unapplied changes, listed as pending (nothing else would list them).
-            let (configured, overwritten) = configured_paths(change, &entry.diffs);
+            let put_back = arrays_put_back(change, entry);
+            let (configured, overwritten) = configured_paths(change, &entry.diffs, &put_back);
             finding.overwritten = overwritten;
             if !configured.is_empty() {
                 side_pending.push(Pending::of(
@@ -590,7 +623,6 @@ fn note_plan_state(plan: &Plan, notes: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::DriftEntry;
     use serde_json::{Value, json};
 
     fn leaf(path: &str, before: Value, after: Value) -> LeafDiff {
@@ -608,6 +640,7 @@ mod tests {
             previous_address: None,
             action,
             diffs,
+            arrays: Vec::new(),
         }
     }
 
@@ -623,6 +656,7 @@ mod tests {
             changed_paths: Vec::new(),
             unknown_paths: Vec::new(),
             changed_to: Vec::new(),
+            arrays: Vec::new(),
         }
     }
 
@@ -858,6 +892,105 @@ mod tests {
             "the next apply reverts it"
         );
         assert!(report.pending.is_empty());
+    }
+
+    #[test]
+    fn a_set_put_back_is_a_revert_whatever_the_positions() {
+        // The stop 55 walkthrough (terraform + hashicorp/aws + moto): a third ingress rule
+        // added outside sorts first in the set, so every member moved; the normal plan
+        // removes it and plans the other two with description null (stored as ""). By
+        // position, its changes include ingress[0].description and ingress[1].description,
+        // which did not drift.
+        use crate::plan::ArrayDigest;
+        let p = |text: &str| Path::parse(text).unwrap();
+        let (applied, refreshed, other) = (1, 2, 3);
+        let mut entry = drift(
+            "aws_security_group.web",
+            Action::Update,
+            vec![
+                leaf("ingress[0].from_port", json!(443), json!(22)),
+                leaf("ingress[1].from_port", json!(80), json!(443)),
+                leaf("ingress[2].from_port", json!(null), json!(80)),
+            ],
+        );
+        entry.arrays = vec![ArrayDigest {
+            path: p("ingress"),
+            before: applied,
+            after: refreshed,
+        }];
+        let refresh = Plan {
+            drift: vec![entry],
+            ..Plan::default()
+        };
+        let digest = |v: Value| crate::plan::leaf_digest(Some(&v.into()));
+        let mut c = change("aws_security_group.web", Action::Update);
+        c.changed_paths = vec![
+            p("ingress[0].description"),
+            p("ingress[0].from_port"),
+            p("ingress[1].description"),
+            p("ingress[1].from_port"),
+            p("ingress[2].from_port"),
+        ];
+        c.changed_to = vec![
+            (p("ingress[0].description"), digest(json!(null))),
+            (p("ingress[0].from_port"), digest(json!(443))),
+            (p("ingress[1].description"), digest(json!(null))),
+            (p("ingress[1].from_port"), digest(json!(80))),
+        ];
+        c.arrays = vec![ArrayDigest {
+            path: p("ingress"),
+            before: refreshed,
+            after: applied,
+        }];
+        let report = classify_plain(
+            &refresh,
+            Some(&Plan {
+                changes: vec![c.clone()],
+                ..Plan::default()
+            }),
+        );
+        assert_eq!(report.findings[0].category, Category::ChangedOutside);
+        assert_eq!(
+            report.findings[0].consequence(),
+            "the next apply reverts it"
+        );
+        assert!(report.pending.is_empty(), "{:?}", report.pending);
+        // An apply whose set is not the last apply's (a rule edited in the configuration)
+        // is judged by position, as before: what touches no drifted leaf is pending.
+        let mut edited = c.clone();
+        edited.arrays[0].after = other;
+        let report = classify_plain(
+            &refresh,
+            Some(&Plan {
+                changes: vec![edited],
+                ..Plan::default()
+            }),
+        );
+        assert_eq!(report.findings[0].category, Category::ChangedOutside);
+        assert_eq!(
+            report.pending[0].paths,
+            ["ingress[0].description", "ingress[1].description"]
+        );
+        // Positions can also say the update touches none of the drifted members (the
+        // added one sorted last, the plan's changes on the first two): still the revert,
+        // not an update of other attributes that leaves the drift alone.
+        c.changed_paths = vec![p("ingress[0].description"), p("ingress[1].description")];
+        c.changed_to.clear();
+        let mut refresh = refresh;
+        refresh.drift[0].diffs = vec![leaf("ingress[2].from_port", json!(null), json!(22))];
+        let report = classify_plain(
+            &refresh,
+            Some(&Plan {
+                changes: vec![c],
+                ..Plan::default()
+            }),
+        );
+        assert_eq!(report.findings[0].category, Category::ChangedOutside);
+        assert_eq!(
+            report.findings[0].consequence(),
+            "the next apply reverts it"
+        );
+        assert!(report.pending.is_empty(), "{:?}", report.pending);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 pub mod parse;
 mod raw;
+mod sets;
 mod stream;
 mod structural;
 
@@ -15,6 +16,7 @@ use serde_json::Value;
 use crate::flatten::Path;
 
 pub use parse::{PlanError, PlanRole, check_refreshed, parse_plan, parse_reader, read_plan_file};
+pub use sets::ArrayDigest;
 
 /// What a `resource_changes` or `resource_drift` entry says will happen (or happened).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,6 +187,9 @@ pub struct DriftEntry {
     pub action: Action,
     /// Empty for deletes; for updates, every leaf whose value differs.
     pub diffs: Vec<LeafDiff>,
+    /// For updates read with values, every array that differs, each side hashed as a set
+    /// (see [`ArrayDigest`]): the last apply's value and the refreshed one.
+    pub arrays: Vec<ArrayDigest>,
 }
 
 /// What the plan will do to one managed resource instance (`resource_changes`).
@@ -209,6 +214,10 @@ pub struct ChangeEntry {
     /// that sets a drifted attribute back to the last apply's value from one that sets a
     /// new value from the configuration, without keeping the value.
     pub changed_to: Vec<(Path, u64)>,
+    /// Updates and replaces: every array that differs, each side hashed as a set (see
+    /// [`ArrayDigest`]), so that an apply that puts a set back as the last apply left it is
+    /// told from one that changes it, whatever positions its members have.
+    pub arrays: Vec<ArrayDigest>,
 }
 
 /// The digest of a leaf's value kept in [`ChangeEntry::changed_to`] (`None`: absent or

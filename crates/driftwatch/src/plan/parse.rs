@@ -801,16 +801,19 @@ fn drift_entry(
         return Ok(None);
     }
     let action = Action::from_actions(&raw.change.actions);
-    let diffs = if role != PlanRole::Normal && action == Action::Update {
-        drift_diffs(&raw, masker, source_name, secrets)?
+    let (diffs, arrays) = if role != PlanRole::Normal && action == Action::Update {
+        let arrays = super::sets::array_digests(raw.change.before, raw.change.after)
+            .map_err(inside_change(source_name))?;
+        (drift_diffs(&raw, masker, source_name, secrets)?, arrays)
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     Ok(Some(DriftEntry {
         address: raw.address.into_owned(),
         previous_address: raw.previous_address.map(Cow::into_owned),
         action,
         diffs,
+        arrays,
     }))
 }
 
@@ -901,6 +904,7 @@ fn drift_head(head: RawHead<'_>) -> Option<DriftEntry> {
         previous_address: head.previous_address.map(Cow::into_owned),
         action: Action::from_actions(&head.change.actions),
         diffs: Vec::new(),
+        arrays: Vec::new(),
     })
 }
 
@@ -926,6 +930,12 @@ fn change_entry(
             action: action.as_str().to_owned(),
         });
     }
+    let arrays = if matches!(action, Action::Update | Action::Replace) {
+        super::sets::array_digests(raw.change.before, raw.change.after)
+            .map_err(inside_change(source_name))?
+    } else {
+        Vec::new()
+    };
     let (changed_paths, unknown_paths, changed_to) =
         if matches!(action, Action::Update | Action::Replace) {
             let (changed, unknown) = changed_paths(&raw, source_name)?;
@@ -967,6 +977,7 @@ fn change_entry(
         changed_paths,
         unknown_paths,
         changed_to,
+        arrays,
     }))
 }
 

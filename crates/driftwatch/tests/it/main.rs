@@ -22,4 +22,5 @@ mod fleet;
 mod history;
 mod report;
 mod run;
+mod sets;
 mod support;

@@ -21,6 +21,7 @@ mod codify;
 mod copies;
 mod errors;
 mod many;
+mod sets;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,75 @@
+//! Sets on the real engine: a security group's `ingress` (a set of objects in the
+//! provider schema, written by position in plan JSON) with a rule added outside through
+//! the AWS API, as the stop 55 walkthrough did. The added rule sorts first, so every
+//! member moves; the next apply removes it, and nothing of that is an unapplied change.
+
+use super::{Engine, Stack};
+use crate::support::finding;
+
+const MAIN_TF: &str = r#"resource "aws_vpc" "main" {
+  cidr_block = "10.0.0.0/16"
+}
+
+resource "aws_security_group" "web" {
+  name   = "{{prefix}}-web"
+  vpc_id = aws_vpc.main.id
+  ingress {
+    from_port   = 443
+    to_port     = 443
+    protocol    = "tcp"
+    cidr_blocks = ["10.0.0.0/8"]
+  }
+  ingress {
+    from_port   = 80
+    to_port     = 80
+    protocol    = "tcp"
+    cidr_blocks = ["10.0.0.0/8"]
+  }
+}
+"#;
+
+const ADD_RULE: &str = r#"
+ec2 = boto3.client("ec2", **kw)
+sg = ec2.describe_security_groups(
+    Filters=[{"Name": "group-name", "Values": [P + "-web"]}])["SecurityGroups"][0]
+ec2.authorize_security_group_ingress(GroupId=sg["GroupId"], IpPermissions=[
+    {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}])
+"#;
+
+#[test]
+fn a_rule_added_outside_is_what_the_next_apply_reverts() {
+    let Some(engine) = Engine::get("a_rule_added_outside_is_what_the_next_apply_reverts") else {
+        return;
+    };
+    let stack = Stack::new(&engine, "sets", &[("main.tf", MAIN_TF)]);
+    stack.init_and_apply();
+    let clean = stack.run(&["--strict"]);
+    assert_eq!(clean.code, 0, "{}\n{}", clean.stdout, clean.stderr);
+
+    stack.out_of_band(ADD_RULE);
+    let run = stack.run(&["--json", "--fail-on-pending"]);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let sg = finding(&doc, "aws_security_group.web");
+    assert_eq!(sg["category"], "changed_outside", "{doc:#}");
+    assert_eq!(sg["consequence"], "the next apply reverts it", "{doc:#}");
+    // Before sets were compared as sets: an unapplied update of ingress[0].description
+    // and ingress[1].description, members that did not drift.
+    assert_eq!(doc["pending"], serde_json::json!([]), "{doc:#}");
+
+    // And the apply does just that: the rule added outside is gone, nothing else changed.
+    let apply = stack.terraform(&["apply", "-auto-approve", "-input=false", "-no-color"]);
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(
+        apply.stdout.contains("0 added, 1 changed, 0 destroyed"),
+        "{}",
+        apply.stdout
+    );
+    let after = stack.run(&["--fail-on-pending"]);
+    assert_eq!(after.code, 0, "{}\n{}", after.stdout, after.stderr);
+    assert!(
+        !after.stdout.contains("changed outside"),
+        "{}",
+        after.stdout
+    );
+}
