@@ -1,8 +1,9 @@
 //! How many file descriptors this process's table has room for: the one
 //! setting Datum's binary makes before it starts a thread
-//! ([`make_room_before_threads`]); and how many it may open
-//! ([`raise_open_files_limit`]: [`PASS_OPEN_FILES`] for a pass,
-//! [`take_hard_open_files_limit`] for the server).
+//! ([`make_room_before_threads`]); and how many the server may open
+//! ([`take_hard_open_files_limit`]). A pass does not raise its limit: it
+//! keeps at most a quarter of it in folder handles (the host's folder
+//! cache), and the programs it starts inherit the limit it was given.
 //!
 //! Owns: those settings. Must not: open, keep or close anything of its own
 //! beyond the moment it takes.
@@ -42,20 +43,10 @@ pub fn take_hard_open_files_limit() -> Option<u64> {
     raise_open_files_limit(OPEN_FILES_MOST)
 }
 
-/// The soft limit of open files a pass raises itself to ([`PASS_OPEN_FILES`]
-/// with [`raise_open_files_limit`]): a pass keeps one handle per folder it
-/// reached (the host's folder cache) until it ends, so an estate of Files in
-/// more than about a thousand folders used up the 1,024 that a shell's
-/// `ulimit -n` and a systemd service start with, and its writes then failed
-/// with "Too many open files". Not the hard limit: the programs a pass starts
-/// (validators, shadow-utils, apt-get, systemctl) inherit the soft limit,
-/// and some close every descriptor up to it before they exec.
-pub const PASS_OPEN_FILES: u64 = 65_536;
-
 /// Raises this process's soft limit of open files to `most`, or to its hard
 /// limit if that is lower; a soft limit already higher stays. Returns the soft
 /// limit in force afterwards; where the kernel refuses, nothing changes.
-pub fn raise_open_files_limit(most: u64) -> Option<u64> {
+fn raise_open_files_limit(most: u64) -> Option<u64> {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let limit = getrlimit(Resource::Nofile);
     let wanted = limit.maximum.unwrap_or(u64::MAX).min(most);

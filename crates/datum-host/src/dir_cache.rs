@@ -37,7 +37,7 @@ pub(crate) const MOST: usize = 4096;
 /// files (`None`: unlimited): a quarter of it, the rest left for what a
 /// pass holds besides (the folders owed a deferred fsync, at most 256, the
 /// state store, a Tree's walk, pipes to programs). A shell's or a systemd
-/// service's 1,024 gives 256; datum's own 65,536 gives [`MOST`].
+/// service's 1,024 gives 256; 16,384 or more gives [`MOST`].
 pub(crate) fn most_for(soft: Option<u64>) -> usize {
     soft.map_or(MOST, |soft| usize::try_from(soft / 4).unwrap_or(MOST))
         .clamp(FEWEST, MOST)

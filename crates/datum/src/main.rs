@@ -36,9 +36,9 @@ fn main() {
     // Room for a pass's folder handles, made while this is the only thread
     // (see the function: growing it later makes the threads wait).
     datum_host::descriptors::make_room_before_threads(datum_host::descriptors::ROOM);
-    // Room for a pass's folder handles beyond the 1,024 a shell or a systemd
-    // service starts with (see the constant: a pass holds one per folder).
-    datum_host::descriptors::raise_open_files_limit(datum_host::descriptors::PASS_OPEN_FILES);
+    // The soft limit of open files is left as it came (no raise): the
+    // programs a pass starts inherit it, and a pass keeps at most a quarter
+    // of it in folder handles (datum-host's folder cache).
     // Freed memory back to the system within 10 ms (see allocator.rs).
     allocator::configure();
     // The command line, with this machine's /etc/datum/datum.toml as its

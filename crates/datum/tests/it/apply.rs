@@ -969,6 +969,35 @@ fn files_in_more_folders_than_the_descriptor_limit_are_written() {
     );
 }
 
+/// The programs a pass starts inherit the limit of open files datum was
+/// started with: 1d15824 had datum raise its own soft limit to 65,536 (or the
+/// hard limit) at start for its folder handles, and every validator,
+/// systemctl, apt-get and useradd it ran inherited the raised limit (some
+/// close every descriptor up to it before they exec). The folder cache is
+/// bounded now, so datum keeps the limit it was given.
+#[test]
+fn a_validator_is_given_the_limit_of_open_files_datum_was_given() {
+    if !rustix::process::geteuid().is_root() {
+        println!("skipped: needs root (a validator definition must be root's)");
+        return;
+    }
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: app\ndesired:\n  path: /app.conf\n  content: \"x\\n\"\n  validate: limits\n",
+    );
+    s.with_admin_validator(
+        "[validator.limits]\nprogram = \"/usr/bin/dash\"\n\
+         args = [\"-c\", \"echo open-files-soft-limit=$(ulimit -Sn) >&2; exit 1\", \"limits\", \"{staged}\"]\n\
+         package = \"dash\"\ninvalid_exit = [1]\nsummary = \"says its limit\"\n",
+    );
+    let out = datum_with_ulimit(&s, "-Sn 1000", &["apply"]);
+    assert_exit(&out, 4);
+    assert!(
+        stdout(&out).contains("open-files-soft-limit=1000\n"),
+        "{}",
+        stdout(&out)
+    );
+}
+
 /// A Tree whose owner or group names no account on the host fails like a
 /// File does (plan shows the difference and says it would fail, apply names
 /// the unknown account, exit 4 both). Before, the scan compares ids and

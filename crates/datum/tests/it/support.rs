@@ -53,6 +53,29 @@ impl Sandbox {
         p
     }
 
+    /// An administrator's validator definition (TOML) in the root's
+    /// `/etc/datum/validators.d/local.toml`, root's and writable only by it,
+    /// with every folder above it searchable: what Datum requires of a
+    /// definition it loads. Returns the file. (Root only: the files must be
+    /// root's.)
+    pub fn with_admin_validator(&self, definition: &str) -> PathBuf {
+        let dir = self.live("/etc/datum/validators.d");
+        fs::create_dir_all(&dir).unwrap();
+        for p in [
+            self.dir.path(),
+            &self.root(),
+            &self.live("/etc"),
+            &self.live("/etc/datum"),
+            &dir,
+        ] {
+            fs::set_permissions(p, fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let file = dir.join("local.toml");
+        fs::write(&file, definition).unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+        file
+    }
+
     /// A repository with one base layer holding `manifest` in `base/main.yaml`.
     pub fn with_base(manifest: &str) -> Self {
         let s = Self::new();
