@@ -946,10 +946,16 @@ fn a_partial_rollout_across_nginx_versions_reads_as_two_groups() {
         serde_json::json!({"nginx_version": ["1.24"]})
     );
     let text = server.fleet_text(&["rollout"]);
+    // The two failed hosts once; each failure says how many of them it
+    // is on, not "failed  2 host(s)" twice (read as four).
     assert!(
         text.contains("converged  2 host(s) (nginx_version=1.24)")
+            && text.contains("failed  2 host(s): web-003, web-004\n")
+            && text.contains("2 distinct failure(s) among them")
+            && text.contains("- ValidationGroup[nginx] [nginx")
             && text
-                .contains("failed  2 host(s) (nginx_version=1.26): ValidationGroup[nginx] [nginx"),
+                .contains("on 2 of the 2 failed host(s) (nginx_version=1.26): validation failed")
+            && text.matches("failed  ").count() == 1,
         "{text}"
     );
     let hosts = server.fleet(&["hosts"]);

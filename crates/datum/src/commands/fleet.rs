@@ -435,6 +435,27 @@ fn rollout(v: &RolloutView, color: bool) -> String {
             names(&v.converged)
         );
     }
+    // The failed hosts once, counted as the header counts them; then what
+    // failed, each failure with how many of those hosts it is on (a host
+    // that failed two resources is in two groups, so the groups' counts
+    // add up to more than the failed hosts: a group line that began
+    // "failed  2 host(s)" read as two more failed hosts).
+    if !v.failed.is_empty() {
+        let _ = writeln!(
+            out,
+            "  {}  {} host(s): {}",
+            paint(color, "31", "failed"),
+            v.failed.len(),
+            names(&v.failed)
+        );
+    }
+    if !v.groups.is_empty() {
+        let _ = writeln!(
+            out,
+            "    {} distinct failure(s) among them (a host may have several):",
+            v.groups.len()
+        );
+    }
     for g in &v.groups {
         let validator = match (&g.validator, g.validator_versions.as_slice()) {
             (Some(name), []) => format!(" [{name}]"),
@@ -444,17 +465,17 @@ fn rollout(v: &RolloutView, color: bool) -> String {
         let first_line = g.message.lines().next().unwrap_or_default();
         let _ = writeln!(
             out,
-            "  {}  {} host(s){}: {}{validator} {}: {first_line}",
-            paint(color, "31", "failed"),
-            g.hosts.len(),
-            group_labels(&g.labels),
+            "    - {}{validator} {}, on {} of the {} failed host(s){}: {first_line}",
             g.resource,
             g.phase,
+            g.hosts.len(),
+            v.failed.len(),
+            group_labels(&g.labels),
         );
         for line in g.message.lines().skip(1).take(3) {
-            let _ = writeln!(out, "             {line}");
+            let _ = writeln!(out, "        {line}");
         }
-        let _ = writeln!(out, "             hosts: {}", names(&g.hosts));
+        let _ = writeln!(out, "        hosts: {}", names(&g.hosts));
     }
     if !v.pending.is_empty() {
         let shown: Vec<String> = v
@@ -1040,5 +1061,45 @@ mod tests {
         })
         .unwrap();
         assert_eq!((asked, doc), (1, old));
+    }
+
+    /// The rollout's failure groups: a host that failed two resources is
+    /// in two groups, and each group's line began "failed  2 host(s)", so
+    /// two failed hosts read as four. The failed hosts are now one line,
+    /// counted as the header counts them, and each group says how many of
+    /// them it is on.
+    #[test]
+    fn the_rollouts_failure_groups_are_not_read_as_more_failed_hosts() {
+        let group = |resource: &str, message: &str| {
+            serde_json::json!({"resource": resource, "phase": "apply", "validator": "nginx",
+                "validator_versions": ["nginx version: nginx/1.26.0"], "exit_status": 1,
+                "signature": "s", "message": message, "hosts": ["web-3", "web-4"],
+                "labels": {"nginx_version": ["1.26"]}})
+        };
+        let view = serde_json::json!({
+            "format_version": "1", "revision": "git:8c1e", "hosts_total": 5,
+            "converged": ["web-1", "web-2"], "converged_labels": {"nginx_version": ["1.24"]},
+            "failed": ["web-3", "web-4"],
+            "pending": [{"name": "web-5", "revision": "git:7b0d"}],
+            "groups": [
+                group("ValidationGroup[nginx]", "validation failed (nginx, exit 1)\nnginx: [emerg] unknown directive \"http3\""),
+                group("File[nginx-conf]", "not written: ValidationGroup[nginx] failed validation"),
+            ],
+        });
+        let text = human(&FleetView::Rollout { revision: None }, view, false).unwrap();
+        assert_eq!(
+            text,
+            "Revision git:8c1e: 2 converged, 2 failed, 1 not applied yet (of 5 host(s)).
+  converged  2 host(s) (nginx_version=1.24): web-1, web-2
+  failed  2 host(s): web-3, web-4
+    2 distinct failure(s) among them (a host may have several):
+    - ValidationGroup[nginx] [nginx: nginx version: nginx/1.26.0] apply, on 2 of the 2 failed host(s) (nginx_version=1.26): validation failed (nginx, exit 1)
+        nginx: [emerg] unknown directive \"http3\"
+        hosts: web-3, web-4
+    - File[nginx-conf] [nginx: nginx version: nginx/1.26.0] apply, on 2 of the 2 failed host(s) (nginx_version=1.26): not written: ValidationGroup[nginx] failed validation
+        hosts: web-3, web-4
+  pending  1 host(s): web-5 (git:7b0d)
+"
+        );
     }
 }
