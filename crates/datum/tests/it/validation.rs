@@ -1144,3 +1144,50 @@ datum: v1alpha1\ntype: File\nname: sshd-config\ndesired:\n  path: /sshd_config\n
     assert!(!text.contains("option: terminating"), "{text}");
     assert!(text.contains("validator output withheld"), "{text}");
 }
+
+/// A word of a sensitive file is looked for where it stands on its own in a
+/// validator's output, not inside a longer word: nginx quoting the
+/// directive `h123_nonsense` is shown beside a sensitive file holding
+/// `nonsense`; the same word standing alone (`nonsense-h123`'s
+/// `nonsense`, quoted whole, at the end of a path) is withheld.
+#[test]
+fn a_sensitive_word_inside_a_longer_word_of_the_output_withholds_nothing() {
+    if !require("nginx") {
+        return;
+    }
+    const CANARY: &str = "CNRYh123-77c2";
+    let s = Sandbox::new();
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n",
+    );
+    fs::create_dir_all(s.live("/etc/nginx")).unwrap();
+    fs::create_dir_all(s.live("/srv")).unwrap();
+    let main = |directive: &str| {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: upstream\nsensitive: true\ndesired:\n  path: /srv/upstream.conf\n  mode: \"0600\"\n  content: \"# nonsense\\npassword {CANARY};\\n\"\n---\n\
+datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/nginx.conf\n  validate: nginx\n  content: \"events {{}}\\nhttp {{\\n  server {{ listen 127.0.0.1:8098; {directive} on; }}\\n}}\\n\"\n"
+        )
+    };
+    s.write("repo/base/main.yaml", &main("h123_nonsense"));
+    let text = stdout(&s.datum(&["plan"]));
+    assert!(
+        text.contains("unknown directive \"h123_nonsense\""),
+        "{text}"
+    );
+    assert!(!text.contains("withheld"), "{text}");
+    let json = stdout(&s.datum(&["--output", "json", "plan"]));
+    assert!(json.contains("h123_nonsense"), "{json}");
+    assert!(!format!("{text}{json}").contains(CANARY));
+    // As a word of its own (`-` ends it), nginx's quoting is withheld.
+    for directive in ["nonsense-h123", "nonsense"] {
+        s.write("repo/base/main.yaml", &main(directive));
+        let text = stdout(&s.datum(&["plan"]));
+        assert!(!text.contains("| nginx:"), "{directive}: {text}");
+        assert!(
+            text.contains("validator output withheld: it may quote a sensitive value (it holds a word of the content of File[upstream])"),
+            "{directive}: {text}"
+        );
+        assert!(!text.contains(CANARY), "{text}");
+    }
+}
