@@ -74,10 +74,34 @@ struct Inner {
 
 #[derive(Debug, Default)]
 struct State {
-    /// Keyed by the real path: one fsync per directory however many
-    /// entries were renamed into it.
-    pending: HashMap<PathBuf, Dir>,
+    /// Keyed by the folder itself (its device and inode, from its open
+    /// handle): one fsync per directory however many entries were renamed
+    /// into it, through however many handles. Not by its path: a folder
+    /// the host's cache let go, replaced at its name and walked to again
+    /// is another folder, owed its own fsync.
+    pending: HashMap<Key, Dir>,
     failed: Vec<NotDurable>,
+}
+
+/// Which folder a [`Dir`] is open on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    /// Device and inode: the folder, however reached. (A folder held open
+    /// while owed keeps its inode number from being reused.)
+    Folder(u64, u64),
+    /// Its descriptor's number, when `fstat` failed: unique while it is
+    /// held here, so never taken for another folder (fail closed: at worst
+    /// one folder synced twice).
+    Handle(i32),
+}
+
+impl Key {
+    fn of(dir: &Dir) -> Key {
+        match rustix::fs::fstat(dir.fd()) {
+            Ok(st) => Key::Folder(st.st_dev, st.st_ino),
+            Err(_) => Key::Handle(std::os::fd::AsRawFd::as_raw_fd(&dir.fd())),
+        }
+    }
 }
 
 /// A directory whose fsync failed: the renames made in it since the last
@@ -110,8 +134,9 @@ impl Durability {
     /// [`PENDING_MOST`] are: the one that would be more flushes them all
     /// first (a failure is kept for the next flush, as ever).
     pub fn defer(&self, dir: &Dir) {
+        let key = Key::of(dir);
         let mut state = self.lock();
-        if state.pending.contains_key(dir.path()) {
+        if state.pending.contains_key(&key) {
             return;
         }
         if state.pending.len() >= PENDING_MOST {
@@ -120,7 +145,7 @@ impl Durability {
             let _ = self.flush();
             state = self.lock();
         }
-        state.pending.insert(dir.path().to_path_buf(), dir.clone());
+        state.pending.insert(key, dir.clone());
     }
 
     /// Whether any directory fsync is owed.
@@ -267,6 +292,48 @@ mod tests {
         let at = host.locate(Path::new("/a/now")).unwrap();
         at.stage_file().unwrap().commit().unwrap();
         assert!(!durability.is_pending());
+    }
+
+    /// The folder a rename landed in is the one fsynced: a folder the
+    /// host's cache let go, replaced meanwhile by another at its name, and
+    /// renamed into again through a new walk is a second folder owed its
+    /// own fsync (keyed by its path, the new one's rename was taken as owed
+    /// already and never synced: the old folder, moved away, was).
+    #[test]
+    fn a_folder_replaced_after_the_cache_let_it_go_is_synced_too() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("d")).unwrap();
+        std::fs::create_dir(root.path().join("e")).unwrap();
+        let mut host = Host::new(root.path());
+        host.dirs = Arc::new(Mutex::new(crate::dir_cache::DirCache::with_most(1)));
+        let durability = host.durability().clone();
+        let write = |declared: &str| {
+            let at = host.locate(Path::new(declared)).unwrap();
+            let mut staged = at.stage_file().unwrap();
+            staged.write_all(b"x").unwrap();
+            staged.commit_deferred(&durability).unwrap();
+        };
+        write("/d/f");
+        std::fs::rename(root.path().join("d"), root.path().join("old")).unwrap();
+        std::fs::create_dir(root.path().join("d")).unwrap();
+        // /e used since: /d let go, and walked to again (the new folder).
+        host.locate(Path::new("/e/x")).unwrap();
+        write("/d/g");
+        assert!(root.path().join("old/f").is_file());
+        assert!(root.path().join("d/g").is_file());
+        durability.flush().unwrap();
+        assert_eq!(
+            durability.dir_syncs(),
+            2,
+            "both folders renamed into are synced, the new one too"
+        );
+        // The same folder reached through two handles costs one fsync.
+        host.locate(Path::new("/e/x")).unwrap();
+        write("/d/h");
+        host.locate(Path::new("/e/x")).unwrap();
+        write("/d/i");
+        durability.flush().unwrap();
+        assert_eq!(durability.dir_syncs(), 3, "one fsync for one folder");
     }
 
     #[test]
