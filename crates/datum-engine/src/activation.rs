@@ -659,22 +659,15 @@ const SENSITIVE_CONTENT_MAX: u64 = 1024 * 1024;
 /// declared content (its lines split at white space, quotes and the
 /// punctuation configuration files put around a value: `= : ; , { } ( ) [
 /// ] < >`), so that a validator quoting a secret without naming its file is
-/// caught too. A word is found only where it stands on its own in the
-/// output (`stands_alone`): not inside a longer word (`directive` in
-/// `bogus_directive`, `token` in `tokens`), whose letters, digits or `_`
-/// run on past it; anything else beside it (white space, punctuation, the
-/// start or end of the output) ends it, so a word a validator prints in
-/// quotes, after a `=`, before a `.` or inside a path is found. A declared
-/// path is found anywhere (a validator under `--root` prints it after the
-/// root). The fixed words of a line the validator is known to print
+/// caught too. The fixed words of a line the validator is known to print
 /// ([`ValidatorDef::own_lines`], beside each validator's definition:
 /// nginx's "configuration file ... test failed", sshd's "line N: Bad
 /// configuration option:"; and Datum's own "offending line:" header) are
 /// not searched, only the text that varies between them; a word a
 /// sensitive file shares with any other text of the output (a line of
-/// another shape, a path, a quoted line) withholds it where nothing secret
-/// was quoted: the price of failing closed (read it on the host); the
-/// report says it was withheld
+/// another shape, a path, a quoted line, a longer word holding it)
+/// withholds it where nothing secret was quoted: the price of failing
+/// closed (read it on the host); the report says it was withheld
 /// and for which sensitive resources ([`Withheld`]), never the words that
 /// matched. Made once by a pass that asks for
 /// many resources' output, not once per resource, and searched for all at
@@ -798,8 +791,7 @@ impl<'a> SensitivePaths<'a> {
         }
     }
 
-    /// Whether `output` holds one of the paths, or one of the words
-    /// standing on its own (`stands_alone`).
+    /// Whether `output` holds one of the paths or words.
     pub fn named_in(&self, output: &str) -> bool {
         if output.is_empty() {
             return false;
@@ -807,33 +799,12 @@ impl<'a> SensitivePaths<'a> {
         if !self.unread.is_empty() {
             return true;
         }
-        self.hits(output).next().is_some()
-    }
-
-    /// The index of each path or word `output` holds (a word only where it
-    /// stands on its own), once per place it is found with the automaton.
-    fn hits<'s>(&'s self, output: &'s str) -> Box<dyn Iterator<Item = usize> + 's> {
         if self.paths.is_empty() {
-            return Box::new(std::iter::empty());
+            return false;
         }
         match &self.matcher {
-            Some(matcher) => Box::new(
-                matcher
-                    .find_overlapping_iter(output)
-                    .filter(|m| {
-                        self.owners[m.pattern().as_usize()].0
-                            || stands_alone(output, m.start(), m.end())
-                    })
-                    .map(|m| m.pattern().as_usize()),
-            ),
-            None => Box::new((0..self.paths.len()).filter(move |&i| {
-                let p = self.paths[i].as_ref();
-                if self.owners[i].0 {
-                    output.contains(p)
-                } else {
-                    found_alone(output, p)
-                }
-            })),
+            Some(matcher) => matcher.is_match(output),
+            None => self.paths.iter().any(|p| output.contains(p.as_ref())),
         }
     }
 
@@ -858,7 +829,15 @@ impl<'a> SensitivePaths<'a> {
                 self.unread.iter().cloned().collect(),
             ));
         }
-        let hits: Vec<usize> = self.hits(output).collect();
+        let hits: Vec<usize> = match &self.matcher {
+            Some(matcher) => matcher
+                .find_overlapping_iter(output)
+                .map(|m| m.pattern().as_usize())
+                .collect(),
+            None => (0..self.paths.len())
+                .filter(|&i| output.contains(self.paths[i].as_ref()))
+                .collect(),
+        };
         let named_path = hits.iter().any(|&i| self.owners[i].0);
         let mut resources = BTreeSet::new();
         for i in hits {
@@ -945,62 +924,6 @@ impl<'c> SensitiveOnce<'c> {
         });
         self.paths().named_in(text) || ids.iter().any(|id| text.contains(id.as_str()))
     }
-}
-
-/// Whether a character continues a word of an output: a letter, a digit
-/// or `_`.
-fn is_word_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// Whether the sensitive word found at `start..end` of `output` stands on
-/// its own there: no letter, digit or `_` of the output runs on past it
-/// (checked at an end where the word itself has one: a word that starts
-/// or ends with punctuation, `-----BEGIN`, is found whatever is beside
-/// it). The white space, quotes and punctuation a sensitive content is
-/// split at end a word of the output too, and so does any other
-/// punctuation (`.`, `/`, `-`, `@`), so a word a validator prints before a
-/// full stop or as a part of a path is found: a word of the content may
-/// hold those, an output's word is cut at them (the safe side). Letters or
-/// digits right after a `\` or `%` may be an escape a validator wrote for
-/// a character that ends the word (`\n`, `\x09`, `%0A`): they do not join
-/// it. A place that is no character boundary (which a match of one string
-/// in another never is) stands alone: withheld.
-fn stands_alone(output: &str, start: usize, end: usize) -> bool {
-    let (Some(before), Some(word), Some(after)) = (
-        output.get(..start),
-        output.get(start..end),
-        output.get(end..),
-    ) else {
-        return true;
-    };
-    let joined_before = word.chars().next().is_some_and(is_word_char) && {
-        let run: usize = before
-            .chars()
-            .rev()
-            .take_while(|&c| is_word_char(c))
-            .map(char::len_utf8)
-            .sum();
-        let lead = &before[..before.len() - run];
-        run > 0 && !lead.ends_with(['\\', '%'])
-    };
-    let joined_after = word.chars().next_back().is_some_and(is_word_char)
-        && after.chars().next().is_some_and(is_word_char);
-    !joined_before && !joined_after
-}
-
-/// Whether `word` stands on its own at any place of `output` (every place
-/// it is, overlapping ones too): the search without the automaton.
-fn found_alone(output: &str, word: &str) -> bool {
-    let mut from = 0;
-    while let Some(at) = output.get(from..).and_then(|rest| rest.find(word)) {
-        let start = from + at;
-        if stands_alone(output, start, start + word.len()) {
-            return true;
-        }
-        from = start + output[start..].chars().next().map_or(1, char::len_utf8);
-    }
-    false
 }
 
 /// The text of a validator's `output` an output is searched in: each line,
@@ -1341,12 +1264,12 @@ mod tests {
             ))
         };
         for (output, expected) in [
+            // A secret printed inside a longer word is still printed:
+            // found as a substring, never only at word boundaries.
             (
-                "unknown directive \"hunter2 token\"",
+                "unknown directive \"hunter2token\"",
                 withheld(QuotesSensitiveContent, &["File[other]", "File[secret]"]),
             ),
-            // Inside a longer word: neither stands on its own.
-            ("unknown directive \"hunter2token\"", None),
             (
                 "bad option: token",
                 withheld(QuotesSensitiveContent, &["File[other]"]),
@@ -1623,77 +1546,6 @@ mod tests {
                     "{name}: {leaked}"
                 );
             }
-        }
-    }
-
-    /// A word of a sensitive content is found where it stands on its own
-    /// in an output, not inside a longer word; at the start or end of the
-    /// output, beside any punctuation, after an escape, with CR LF, and a
-    /// word holding punctuation itself, it is found; a declared path is
-    /// found anywhere. With or without the automaton alike, at every place
-    /// the word is (the first may be inside a longer word).
-    #[test]
-    fn a_sensitive_word_is_found_standing_alone_not_inside_a_longer_word() {
-        let words = [
-            "hunter2",
-            "directive",
-            "CNRY-1f",
-            "-----BEGIN",
-            "p@ss.w0rd",
-            "Straße",
-        ];
-        let mut patterns: Vec<std::borrow::Cow<'_, str>> =
-            words.iter().map(|w| (*w).into()).collect();
-        let mut owners: Vec<(bool, BTreeSet<String>)> = words
-            .iter()
-            .map(|_| (false, BTreeSet::from(["File[secret]".to_owned()])))
-            .collect();
-        patterns.push("/etc/secret.conf".into());
-        owners.push((true, BTreeSet::from(["File[secret]".to_owned()])));
-        let searched = SensitivePaths::with_owners(patterns.clone(), owners.clone());
-        let unbuilt = SensitivePaths {
-            matcher: None,
-            ..SensitivePaths::with_owners(patterns, owners)
-        };
-        for (output, named) in [
-            // Inside a longer word: shown.
-            ("unknown keyword \"bogus_directive\"", false),
-            ("hunter23 hunter2s xhunter2 _hunter2", false),
-            ("xCNRY-1f CNRY-1fx", false),
-            ("Straßen", false),
-            ("éhunter2", false),
-            // On its own: withheld.
-            ("hunter2", true),
-            ("hunter2 at the start", true),
-            ("at the end: hunter2", true),
-            ("option \"hunter2\".", true),
-            ("password=hunter2;", true),
-            ("/srv/hunter2/key.pem", true),
-            ("bad value hunter2.", true),
-            ("line 1: hunter2\r\n", true),
-            ("«hunter2»", true),
-            ("unknown \"directive\"", true),
-            ("a-directive-b", true),
-            // The first place inside a longer word, a later one alone.
-            ("hunter2x and hunter2", true),
-            // An escape before it, or after it.
-            ("value \"\\nhunter2\"", true),
-            ("value \"\\x09hunter2\\t\"", true),
-            ("%0Ahunter2", true),
-            // A word holding punctuation, and one starting with it.
-            ("CNRY-1f", true),
-            ("key CNRY-1f-old", true),
-            ("x-----BEGIN RSA", true),
-            ("user p@ss.w0rd.", true),
-            ("Straße 1", true),
-            // A declared path anywhere, under a root or as a prefix.
-            ("/r/etc/secret.conf:3: bad", true),
-            ("/etc/secret.conf.bak", true),
-            ("", false),
-        ] {
-            assert_eq!(searched.named_in(output), named, "{output}");
-            assert_eq!(unbuilt.named_in(output), named, "{output} (no automaton)");
-            assert_eq!(searched.withheld(None, output).is_some(), named, "{output}");
         }
     }
 
