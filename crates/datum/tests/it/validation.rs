@@ -474,26 +474,6 @@ fn a_relative_root_is_made_absolute_once_so_validators_see_absolute_paths() {
     assert!(!s.live("/sshd_config").exists());
 }
 
-/// A root-owned definition in ROOT/etc/datum/validators.d naming `jq`.
-fn with_admin_validator(s: &Sandbox, definition: &str) -> std::path::PathBuf {
-    use std::os::unix::fs::PermissionsExt as _;
-    let dir = s.live("/etc/datum/validators.d");
-    fs::create_dir_all(&dir).unwrap();
-    for p in [
-        s.dir.path(),
-        &s.root(),
-        &s.live("/etc"),
-        &s.live("/etc/datum"),
-        &dir,
-    ] {
-        fs::set_permissions(p, fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let file = dir.join("local.toml");
-    fs::write(&file, definition).unwrap();
-    fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
-    file
-}
-
 const JQ_VALIDATOR: &str = "[validator.jq-json]\nprogram = \"/usr/bin/jq\"\nargs = [\"empty\", \"{staged}\"]\n\
     package = \"jq\"\ninvalid_exit = [2, 4, 5]\nsummary = \"JSON that jq reads\"\n";
 
@@ -518,7 +498,7 @@ fn an_administrators_validator_runs_in_the_sandbox_and_a_foreign_definition_is_r
         stderr(&out)
     );
 
-    let file = with_admin_validator(&s, JQ_VALIDATOR);
+    let file = s.with_admin_validator(JQ_VALIDATOR);
     assert_exit(&s.datum(&["lint"]), 0);
     let listed = s.datum(&["validators"]);
     assert!(stdout(&listed).contains("jq-json"), "{}", stdout(&listed));
@@ -577,8 +557,7 @@ fn an_administrators_validator_whose_program_is_missing_fails_only_what_names_it
 ---\ndatum: v1alpha1\ntype: File\nname: unrelated\ndesired:\n  path: /unrelated\n  content: \"independent\\n\"\n",
     );
     let program = s.dir.path().join("tools/zone-check");
-    with_admin_validator(
-        &s,
+    s.with_admin_validator(
         &format!(
             "[validator.zone-check]\nprogram = \"{}\"\nargs = [\"{{staged}}\"]\npackage = \"bind9-utils\"\nsummary = \"zones\"\n",
             program.display()
