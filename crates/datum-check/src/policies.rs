@@ -492,17 +492,17 @@ impl Policies<'_> {
             self.save_evidence(id, findings, BackupReason::Revert)?;
         }
         let wanted: HashSet<&ResourceId> = ids.iter().collect();
-        let filtered = Catalogue {
-            host: self.catalogue.host.clone(),
-            boundary: self.catalogue.boundary.clone(),
-            resources: self
-                .catalogue
-                .resources
-                .iter()
-                .filter(|r| wanted.contains(&r.id))
-                .cloned()
-                .collect(),
-            autorequires: Vec::new(),
+        // The whole catalogue, the pass visiting only the reverted
+        // resources (as a partial apply visits its selection): it still
+        // tells which services a reverted file notifies, so their reload
+        // is owed, durably, as after a partial apply (the check's
+        // `activation_owed` until an apply pays it). A catalogue of the
+        // reverted resources alone hid the services, and the debt was
+        // dropped: the service kept running what the revert undid. Not
+        // `whole_catalogue`: a revert forgets no other resource's record.
+        let options = datum_engine::PassOptions {
+            only: Some(ids.iter().cloned().collect()),
+            ..datum_engine::PassOptions::default()
         };
         let mut ctx = PassContext {
             registry: self.registry,
@@ -514,8 +514,15 @@ impl Policies<'_> {
             skip: HashSet::new(),
             sensitive: self.sensitive,
         };
-        let summary =
-            datum_engine::run_pass(&filtered, &mut ctx, &mut datum_engine::SilentReporter);
+        // Two resources managing one object (`Refused::Shared`) leave an
+        // empty summary: neither has an outcome, as `run_pass` gives.
+        let summary = datum_engine::run_pass_with(
+            self.catalogue,
+            &mut ctx,
+            &mut datum_engine::SilentReporter,
+            &options,
+        )
+        .unwrap_or_default();
         self.warnings.extend(summary.warnings);
         Ok(summary
             .resources

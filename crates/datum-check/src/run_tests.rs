@@ -19,7 +19,7 @@ use datum_store::Store;
 
 use crate::detection::Trust;
 use datum_store::backup::BackupStore;
-use datum_testkit::fake::{Faults, fake_file, fake_registry, fake_unit, read_live};
+use datum_testkit::fake::{Faults, Journal, fake_file, fake_registry, fake_unit, read_live};
 use serde_json::json;
 
 use crate::{Act, Checked, Checking, Options, detection};
@@ -29,6 +29,7 @@ struct Bed {
     state: tempfile::TempDir,
     host: Host,
     registry: Registry,
+    journal: Journal,
     faults: Faults,
     store: Store,
     identity: HostIdentity,
@@ -63,13 +64,14 @@ impl Bed {
         std::fs::create_dir_all(root.path().join("etc/web")).unwrap();
         let state = tempfile::tempdir().unwrap();
         let host = Host::new(root.path().to_path_buf());
-        let (registry, _journal, faults) = fake_registry();
+        let (registry, journal, faults) = fake_registry();
         let store = Store::open(&state.path().join("state.db")).unwrap();
         Bed {
             root,
             state,
             host,
             registry,
+            journal,
             faults,
             store,
             identity: HostIdentity {
@@ -187,6 +189,90 @@ fn revert_is_described_by_check_and_carried_out_by_reconcile_after_saving_the_dr
     assert_eq!(bed.live("/etc/a.conf").as_deref(), Some("declared\n"));
     // The drifted content was saved before it was replaced.
     assert!(!bed.backups().list(None).unwrap().is_empty());
+    assert!(bed.check(&cat, Act::Look).report.findings.is_empty());
+}
+
+/// The services owed an activation in the store, with what is owed.
+fn owed(bed: &Bed) -> Vec<(String, String)> {
+    bed.store
+        .owed_reloads()
+        .unwrap()
+        .into_iter()
+        .map(|o| (o.service.to_string(), o.reasons.join(", ")))
+        .collect()
+}
+
+#[test]
+fn a_revert_leaves_the_reload_its_file_notifies_owed_not_dropped() {
+    // The file is reverted alone (the unit is in a report class and did
+    // not drift): the unit it notifies is outside the revert, as a service
+    // outside a partial apply's selection, and owes the reload as there.
+    let mut bed = Bed::new();
+    let file = fake_file("x", "/etc/x.conf", "declared\n", &[]);
+    let cat = catalogue(vec![
+        in_class(file.clone(), "guarded"),
+        in_class(fake_unit("x", std::slice::from_ref(&file.id)), "watched"),
+    ]);
+    bed.apply(&cat);
+    assert_eq!(bed.journal.of("reload"), vec!["FakeUnit[x]".to_owned()]);
+    assert!(owed(&bed).is_empty());
+    bed.journal.clear();
+
+    bed.write("/etc/x.conf", "edited by hand\n");
+    let reconciled = bed.check(&cat, Act::Reconcile);
+    assert_eq!(actions(&reconciled)[0].2, "reverted");
+    assert_eq!(bed.live("/etc/x.conf").as_deref(), Some("declared\n"));
+    // Not performed (the unit's own declaration is not applied by a
+    // revert), but owed, durably, for the next apply.
+    assert!(
+        bed.journal.of("reload").is_empty(),
+        "{:?}",
+        bed.journal.lines()
+    );
+    assert_eq!(
+        owed(&bed),
+        vec![("FakeUnit[x]".to_owned(), "FakeFile[x] changed".to_owned())]
+    );
+    // And the next check says so.
+    let looked = bed.check(&cat, Act::Look);
+    let a = actions(&looked);
+    assert_eq!(a.len(), 1, "{a:?}");
+    assert_eq!(
+        (a[0].0.as_str(), a[0].1.as_str()),
+        ("FakeUnit[x]", "activation_owed")
+    );
+    assert_eq!(looked.exit_code, 2);
+
+    // The apply that comes next pays it.
+    bed.apply(&cat);
+    assert_eq!(bed.journal.of("reload"), vec!["FakeUnit[x]".to_owned()]);
+    assert!(owed(&bed).is_empty());
+}
+
+#[test]
+fn a_revert_of_a_file_that_notifies_nothing_touches_nothing_else() {
+    let mut bed = Bed::new();
+    let noisy = fake_file("n", "/etc/n.conf", "declared\n", &[]);
+    let cat = catalogue(vec![
+        in_class(fake_file("q", "/etc/q.conf", "declared\n", &[]), "guarded"),
+        in_class(noisy.clone(), "watched"),
+        in_class(fake_unit("n", std::slice::from_ref(&noisy.id)), "watched"),
+    ]);
+    bed.apply(&cat);
+    bed.journal.clear();
+
+    bed.write("/etc/q.conf", "edited by hand\n");
+    let reconciled = bed.check(&cat, Act::Reconcile);
+    assert_eq!(actions(&reconciled)[0].2, "reverted");
+    assert_eq!(bed.live("/etc/q.conf").as_deref(), Some("declared\n"));
+    assert!(owed(&bed).is_empty());
+    let lines = bed.journal.lines();
+    assert!(bed.journal.of("reload").is_empty(), "{lines:?}");
+    // Only the reverted file was written; the others were at most read.
+    for line in &lines {
+        let read = line.starts_with("observe ") || line.starts_with("declare ");
+        assert!(read || line.ends_with(" FakeFile[q]"), "{lines:?}");
+    }
     assert!(bed.check(&cat, Act::Look).report.findings.is_empty());
 }
 
