@@ -529,11 +529,13 @@ mod tests {
                         status: 400,
                         message: e.to_string(),
                     })?;
-                if value.get("warnings").is_some() {
-                    return Err(SendError::Refused {
-                        status: 400,
-                        message: "unknown field `warnings`".to_owned(),
-                    });
+                for field in ["warnings", "verified_except"] {
+                    if value.get(field).is_some() {
+                        return Err(SendError::Refused {
+                            status: 400,
+                            message: format!("unknown field `{field}`"),
+                        });
+                    }
                 }
                 Ok(serde_json::from_str(
                     r#"{"format_version": 1, "accepted": true, "duplicate": false, "sampling": null}"#,
@@ -541,15 +543,18 @@ mod tests {
                 .unwrap())
             }
         }
-        let mut queue = Memory::with(&["a", "b", "c"], 0);
+        let mut queue = Memory::with(&["a", "v", "b", "c"], 0);
         queue.rows[0].0.body = br#"{"seq": 1, "warnings": ["User[w1]: said"]}"#.to_vec();
-        queue.rows[1].0.body = br#"{"seq": 2}"#.to_vec();
-        queue.rows[2].0.body = b"not json".to_vec();
+        // What an apply verified goes the same way.
+        queue.rows[1].0.body =
+            br#"{"seq": 2, "verified_except": ["File[x]"], "warnings": ["w"]}"#.to_vec();
+        queue.rows[2].0.body = br#"{"seq": 3}"#.to_vec();
+        queue.rows[3].0.body = b"not json".to_vec();
         let server = Older {
             bodies: Default::default(),
         };
         let done = deliver(&mut queue, &server, now(), || 0).unwrap();
-        assert_eq!((done.delivered, done.remaining), (2, 0), "{done:?}");
+        assert_eq!((done.delivered, done.remaining), (3, 0), "{done:?}");
         assert_eq!(done.refused.len(), 1, "{done:?}");
         let bodies = server.bodies.borrow();
         let sent: Vec<(&str, &str)> = bodies
@@ -561,7 +566,12 @@ mod tests {
             [
                 ("a", r#"{"seq": 1, "warnings": ["User[w1]: said"]}"#),
                 ("a", r#"{"seq":1}"#),
-                ("b", r#"{"seq": 2}"#),
+                (
+                    "v",
+                    r#"{"seq": 2, "verified_except": ["File[x]"], "warnings": ["w"]}"#
+                ),
+                ("v", r#"{"seq":2}"#),
+                ("b", r#"{"seq": 3}"#),
                 ("c", "not json"),
             ]
         );

@@ -162,6 +162,20 @@ pub struct Report {
     /// whenever there is none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// An apply of the host's whole catalogue (no `--target`, `--class`):
+    /// the declared resources it did NOT verify (failed, blocked, held by a
+    /// quarantine), sorted; every other declared resource it verified,
+    /// found as declared or changed and compared again. The server closes
+    /// the host's open findings of the verified resources (a hand fix
+    /// before the apply leaves nothing to change, and without this the
+    /// finding stayed open until the next check). `None` for a partial
+    /// apply, one that trusted metadata (`--trust-metadata`: content taken
+    /// as converged, not compared), one with more than
+    /// [`VERIFIED_EXCEPT_KEPT`] not verified, and every other kind of
+    /// report. Sent only to a server whose reply names
+    /// [`TAKES_VERIFIED_EXCEPT`] in [`Reply::takes`], as `warnings`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verified_except: Option<Vec<String>>,
 }
 
 impl Report {
@@ -264,7 +278,7 @@ impl Report {
 /// The fields a report may hold that a server of an older build does not
 /// know (and so refuses the report for, HTTP 400): sent only to a server
 /// whose reply said it takes them ([`Reply::takes`]).
-pub const OPTIONAL_FIELDS: &[&str] = &[TAKES_WARNINGS];
+pub const OPTIONAL_FIELDS: &[&str] = &[TAKES_WARNINGS, TAKES_VERIFIED_EXCEPT];
 
 /// `body` (a report's JSON) without [`OPTIONAL_FIELDS`], when it holds
 /// one: what an older server takes. A host queues warnings after a server
@@ -379,6 +393,15 @@ pub const WARNING_KEPT: usize = 1024;
 /// What a server's reply names in [`Reply::takes`] when it takes
 /// [`Report::warnings`].
 pub const TAKES_WARNINGS: &str = "warnings";
+
+/// What a server's reply names in [`Reply::takes`] when it takes
+/// [`Report::verified_except`].
+pub const TAKES_VERIFIED_EXCEPT: &str = "verified_except";
+
+/// At most this many resources an apply did not verify travel in
+/// [`Report::verified_except`]; past them the field is left out (the
+/// server then closes only the findings of the resources it changed).
+pub const VERIFIED_EXCEPT_KEPT: usize = 1000;
 
 /// One class's schedule as the host knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -581,8 +604,8 @@ pub struct Reply {
     /// then every reply repeats them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instructions: Vec<Instruction>,
-    /// The optional report fields this server takes (for now
-    /// [`TAKES_WARNINGS`]): a report is refused whole for a field its
+    /// The optional report fields this server takes ([`TAKES_WARNINGS`],
+    /// [`TAKES_VERIFIED_EXCEPT`]): a report is refused whole for a field its
     /// server does not know, so a host sends such a field only once the
     /// server's last reply named it here. Empty from a server that
     /// predates it (the field is then absent; hosts that predate it ignore

@@ -71,6 +71,7 @@ impl Common {
             instructions: Vec::new(),
             pending: Vec::new(),
             warnings: Vec::new(),
+            verified_except: None,
         }
     }
 }
@@ -183,6 +184,42 @@ pub fn apply_report(
         }
     }
     report
+}
+
+/// What an apply of the whole catalogue did not verify, for
+/// [`Report::verified_except`]: every declared resource whose outcome is
+/// neither unchanged nor changed (failed, blocked, held by a quarantine, or
+/// absent from the pass), sorted. `None` when the pass trusted metadata
+/// (an unchanged resource's content taken as converged, not compared) or
+/// when more than `VERIFIED_EXCEPT_KEPT` were not verified. The caller
+/// asks only for an apply of the whole catalogue (no `--target`,
+/// `--class`): a partial one says nothing of the rest.
+pub fn verified_except(
+    summary: &datum_engine::PassSummary,
+    resources: &[Resource],
+) -> Option<Vec<String>> {
+    if summary.trusted_by_metadata.is_some_and(|n| n > 0) {
+        return None;
+    }
+    // A resource the pass reported more than once is verified only if
+    // every one of its outcomes says so.
+    let mut verified: std::collections::HashMap<&datum_core::ResourceId, bool> =
+        std::collections::HashMap::new();
+    for r in &summary.resources {
+        let ok = matches!(r.outcome, Outcome::Unchanged | Outcome::Changed { .. });
+        *verified.entry(&r.id).or_insert(ok) &= ok;
+    }
+    let mut except: Vec<String> = Vec::new();
+    for r in resources {
+        if verified.get(&r.id) != Some(&true) {
+            if except.len() == datum_fleet::report::VERIFIED_EXCEPT_KEPT {
+                return None;
+            }
+            except.push(r.id.to_string());
+        }
+    }
+    except.sort_unstable();
+    Some(except)
 }
 
 /// The warnings of a pass as the fleet report carries them
@@ -636,5 +673,86 @@ mod tests {
         assert!(!summary.any_failed());
         let report = apply_report(&common, &summary, &[], BTreeMap::new(), "/");
         assert!(report.failures.is_empty(), "{:?}", report.failures);
+    }
+
+    /// An apply of the whole catalogue names what it did not verify: a
+    /// failed resource, one it blocked, one a quarantine held, one the pass
+    /// never reached (absent), and one reported twice, once failed; the
+    /// unchanged and changed ones are verified. A pass that trusted
+    /// metadata claims nothing, nor one past the bound.
+    #[test]
+    fn an_apply_names_the_resources_it_did_not_verify() {
+        use datum_core::{Action, Intent, Origin, ResourceId};
+        use datum_engine::ResourceReport;
+        let id = |name: &str| ResourceId::new("File", name);
+        let one = |name: &str, outcome: Outcome| ResourceReport {
+            id: id(name),
+            origin: Origin::default(),
+            target: None,
+            action: Action::None,
+            diff: Default::default(),
+            outcome,
+            sensitive: false,
+            detail: None,
+            withheld: None,
+            duration_ms: 0,
+        };
+        let failed = || Outcome::Failed {
+            phase: datum_core::Phase::Apply,
+            reason: "validation failed".into(),
+        };
+        let declared = |names: &[&str]| -> Vec<Resource> {
+            names
+                .iter()
+                .map(|n| Resource::new(id(n), serde_json::json!({ "path": format!("/{n}") })))
+                .collect()
+        };
+        let mut summary = datum_engine::PassSummary {
+            resources: vec![
+                one("same", Outcome::Unchanged),
+                one(
+                    "made",
+                    Outcome::Changed {
+                        intent: Intent::Corrective,
+                    },
+                ),
+                one("bad", failed()),
+                one("after-bad", Outcome::Blocked { by: id("bad") }),
+                one("held", Outcome::Blocked { by: id("held") }),
+                one("twice", Outcome::Unchanged),
+                one("twice", failed()),
+            ],
+            ..Default::default()
+        };
+        summary.quarantined.insert(id("held"));
+        let resources = declared(&["same", "made", "bad", "after-bad", "held", "twice", "never"]);
+        assert_eq!(
+            verified_except(&summary, &resources),
+            Some(
+                [
+                    "File[after-bad]",
+                    "File[bad]",
+                    "File[held]",
+                    "File[never]",
+                    "File[twice]"
+                ]
+                .map(String::from)
+                .to_vec()
+            )
+        );
+        summary.trusted_by_metadata = Some(0);
+        assert!(verified_except(&summary, &resources).is_some());
+        summary.trusted_by_metadata = Some(1);
+        assert_eq!(verified_except(&summary, &resources), None, "trusted");
+        summary.trusted_by_metadata = None;
+        let names: Vec<String> = (0..=datum_fleet::report::VERIFIED_EXCEPT_KEPT)
+            .map(|i| format!("x{i}"))
+            .collect();
+        let many = declared(&names.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(
+            verified_except(&summary, &many[1..]).map(|v| v.len()),
+            Some(1000)
+        );
+        assert_eq!(verified_except(&summary, &many), None, "past the bound");
     }
 }

@@ -185,6 +185,13 @@ impl Reporting {
         {
             report.warnings.clear();
         }
+        // Likewise what an apply verified: a server that does not say it
+        // takes it closes only the findings of the resources it changed.
+        if report.verified_except.is_some()
+            && !batch.server_takes(datum_fleet::report::TAKES_VERIFIED_EXCEPT)?
+        {
+            report.verified_except = None;
+        }
         report.seq = batch.next_report_seq()?;
         report.key = datum_fleet::report::new_key();
         // Within what a server takes by default (1 MiB): a larger report is
@@ -489,6 +496,7 @@ mod tests {
         }
         .report();
         report.warnings = vec!["User[w1]: usermod succeeded and said: shell".to_owned()];
+        report.verified_except = Some(vec!["File[bad]".to_owned()]);
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(&dir.path().join("state.db")).unwrap();
         // Queues the report, delivers it with `reply`, gives the body sent.
@@ -504,20 +512,32 @@ mod tests {
         };
         let old =
             r#"{"format_version": 1, "accepted": true, "duplicate": false, "sampling": null}"#;
-        let new = r#"{"format_version": 1, "accepted": true, "duplicate": false, "sampling": null, "takes": ["warnings"]}"#;
+        let new = r#"{"format_version": 1, "accepted": true, "duplicate": false, "sampling": null, "takes": ["warnings", "verified_except"]}"#;
+        // A server that takes warnings but predates `verified_except`.
+        let warnings_only = r#"{"format_version": 1, "accepted": true, "duplicate": false, "sampling": null, "takes": ["warnings"]}"#;
         let first = round(new);
         assert!(first.get("warnings").is_none(), "no reply yet: {first}");
+        assert!(
+            first.get("verified_except").is_none(),
+            "no reply yet: {first}"
+        );
         let second = round(old);
         assert_eq!(
             second["warnings"],
             serde_json::json!(["User[w1]: usermod succeeded and said: shell"])
         );
-        let third = round(new);
+        assert_eq!(second["verified_except"], serde_json::json!(["File[bad]"]));
+        let third = round(warnings_only);
         assert!(
             third.get("warnings").is_none(),
             "an older server's reply: {third}"
         );
-        assert!(round(new).get("warnings").is_some());
+        assert!(third.get("verified_except").is_none(), "{third}");
+        let fourth = round(new);
+        assert!(fourth.get("warnings").is_some());
+        assert!(fourth.get("verified_except").is_none(), "{fourth}");
+        let fifth = round(new);
+        assert!(fifth.get("verified_except").is_some(), "{fifth}");
     }
 
     /// The outbox's byte budget was fixed at 128 MiB: a host whose

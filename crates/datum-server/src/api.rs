@@ -450,10 +450,13 @@ async fn take_report<B: Backend>(
         duplicate: !fresh,
         sampling: app.config.sampling_plan(now),
         instructions,
-        // A host sends its pass's warnings only to a server that says it
-        // takes them: a server that predates the field refuses a report
-        // holding it (unknown field).
-        takes: vec![datum_fleet::report::TAKES_WARNINGS.to_owned()],
+        // A host sends its pass's warnings, and what its apply verified,
+        // only to a server that says it takes them: a server that predates
+        // a field refuses a report holding it (unknown field).
+        takes: vec![
+            datum_fleet::report::TAKES_WARNINGS.to_owned(),
+            datum_fleet::report::TAKES_VERIFIED_EXCEPT.to_owned(),
+        ],
     })
 }
 

@@ -141,7 +141,9 @@ fn report() -> Value {
             "trusted_by_metadata": {"type": "integer", "minimum": 0, "maximum": u64::MAX, "nullable": true,
                                     "description": "An apply that trusted metadata: its unchanged resources not read"},
             "warnings": {"type": "array", "items": text(),
-                         "description": "What the pass warned of although it went on; sent only to a server whose reply names `warnings` in `takes`"}
+                         "description": "What the pass warned of although it went on; sent only to a server whose reply names `warnings` in `takes`"},
+            "verified_except": {"type": "array", "items": text(), "nullable": true,
+                                "description": "An apply of the whole catalogue: the declared resources it did not verify (failed, blocked, held); the host's open findings of every other resource close. Absent for a partial apply, one that trusted metadata, or one with more than 1000 not verified; sent only to a server whose reply names `verified_except` in `takes`"}
         }
     })
 }
@@ -336,7 +338,7 @@ fn schemas() -> Value {
                 "target": s("string"), "reason": s("string"), "by": s("string"), "at": s("integer")
             }))),
             "takes": {"type": "array", "items": s("string"),
-                      "description": "The optional report fields this server takes (`warnings`)"}
+                      "description": "The optional report fields this server takes (`warnings`, `verified_except`)"}
         })),
         "HostsView": object(&["format_version", "generated_at", "states", "hosts"], json!({
             "format_version": view_version(),
@@ -483,6 +485,7 @@ mod tests {
             instructions: vec![],
             pending: vec![],
             warnings: vec!["User[w1]: usermod succeeded and said: ...".into()],
+            verified_except: Some(vec!["File[a]".into()]),
         };
         let value = serde_json::to_value(&report).unwrap();
         let props = doc["components"]["schemas"]["Report"]["properties"]

@@ -2066,3 +2066,56 @@ fn a_credential_of_another_ca_is_named_in_the_error() {
     // The server's own credential still reads.
     assert_exit(&fleet_with(&server.admin(), &["hosts"]), 0);
 }
+
+/// The subjects of the fleet's drift clusters, sorted.
+fn drift_subjects(server: &Server) -> Vec<String> {
+    let v = server.fleet(&["drift"]);
+    let mut s: Vec<String> = v["clusters"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{v}"))
+        .iter()
+        .map(|c| c["subject"].as_str().unwrap().to_owned())
+        .collect();
+    s.sort();
+    s
+}
+
+/// A finding of a resource a person fixed by hand before the next apply:
+/// that apply finds nothing to change there, and its report says it
+/// verified the whole catalogue but what failed, so the server closes the
+/// finding at once (it stayed open until the next check); the finding of
+/// the resource the apply failed stays open.
+#[test]
+fn an_apply_closes_the_findings_of_what_it_found_already_fixed() {
+    let t = tempfile::tempdir().unwrap();
+    let repo = repo(t.path());
+    let mut server = Server::init(t.path(), "sqlite", &[]);
+    server.start();
+    let h = server.host(t.path(), "fix-1", &[], &[]);
+    assert_exit(&h.run_delivered(&repo, &["apply"]), 2);
+    std::fs::write(h.live("/etc/motd"), "back at 5\n").unwrap();
+    let conf = h.live("/etc/app.conf");
+    std::fs::remove_file(&conf).unwrap();
+    std::fs::create_dir(&conf).unwrap();
+    std::fs::write(
+        conf.join("keep"),
+        "a directory the apply refuses to replace\n",
+    )
+    .unwrap();
+    assert_exit(&h.run_delivered(&repo, &["check"]), 2);
+    assert_eq!(drift_subjects(&server), ["File[app-conf]", "File[motd]"]);
+    // Fixed by hand: the apply finds the motd as declared.
+    std::fs::write(h.live("/etc/motd"), "welcome\n").unwrap();
+    let out = h.run_delivered(&repo, &["apply"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("File[app-conf]  failed (apply)"), "{text}");
+    assert!(text.contains("0 changed, 3 unchanged, 1 failed"), "{text}");
+    assert_exit(&out, 4);
+    assert_eq!(
+        drift_subjects(&server),
+        ["File[app-conf]"],
+        "the motd's finding closed, the failed one's stays"
+    );
+    let hosts = server.fleet(&["hosts"]);
+    assert_eq!(host_row(&hosts, "fix-1")["findings"], 1, "{hosts}");
+}

@@ -137,6 +137,7 @@ pub fn send(
             .collect(),
         // A stack's run has no pass warnings of a host.
         warnings: Vec::new(),
+        verified_except: None,
     };
     let store_error = |e: datum_store::StoreError| Error::Fleet(e.to_string());
     let mut store = datum_store::Store::open(outbox).map_err(store_error)?;

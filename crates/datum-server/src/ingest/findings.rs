@@ -122,35 +122,62 @@ pub(super) fn finding_writes(
 }
 
 /// An apply (not older than its host's last report): the open findings of
-/// the resources it changed close, each leaving its drift cluster. The
+/// the resources it verified close, each leaving its drift cluster. The
 /// engine verifies every resource it changed (observed again and compared
 /// after the change), so those are converged as of this report, whatever
 /// a check said before; a resource it failed or held back is not in
-/// `changed`. Only findings whose subject is the resource itself close: a
-/// finding of something else it owns (a Package's conffile, subject
-/// `Package[nginx]:/etc/...`) is nothing an apply reverts. Findings of
-/// resources the apply found unchanged stay until the next check: the
-/// report does not name them, and an apply may cover part of the
-/// catalogue (`--target`, `--class`) without saying so.
+/// `changed`. An apply of the whole catalogue also says which declared
+/// resources it did not verify (`verified_except`, sent to a server that
+/// takes it): every other one it found as declared or made so, and the
+/// findings of those close too (a hand fix before the apply left it
+/// nothing to change). Only findings whose subject is a resource itself
+/// close: a finding of something else it owns (a Package's conffile,
+/// subject `Package[nginx]:/etc/...`) is nothing an apply reverts. Without
+/// `verified_except` (an older host, a partial apply, one that trusted
+/// metadata) findings of resources the apply found unchanged stay until
+/// the next check.
 pub(super) fn applied_writes(
     report: &Report,
     stored: &HashMap<String, Stored>,
     batch: &mut BatchState,
     stmts: &mut Vec<Stmt>,
 ) {
-    if report.changed.is_empty() || stored.is_empty() {
+    if !closes_findings(report) || stored.is_empty() {
         return;
     }
     let changed: HashSet<&str> = report.changed.iter().map(String::as_str).collect();
+    let except: Option<HashSet<&str>> = report
+        .verified_except
+        .as_ref()
+        .map(|e| e.iter().map(String::as_str).collect());
+    let verified = |subject: &str| {
+        changed.contains(subject)
+            || except
+                .as_ref()
+                .is_some_and(|e| is_resource_id(subject) && !e.contains(subject))
+    };
     let mut gone: Vec<&str> = Vec::new();
     for (signature, old) in stored {
-        if changed.contains(old.subject.as_str()) {
+        if verified(old.subject.as_str()) {
             gone.push(signature);
             batch.cluster(signature, &old.observed).leave();
         }
     }
     gone.sort_unstable();
     close(report.host.as_str(), &gone, stmts);
+}
+
+/// Whether this apply report may close findings of its host: it changed
+/// something, or it says what it verified.
+pub(super) fn closes_findings(report: &Report) -> bool {
+    !report.changed.is_empty() || report.verified_except.is_some()
+}
+
+/// Whether a finding's subject is a resource (`Kind[name]`), not
+/// something a resource owns (a conffile: `Package[nginx]:/etc/...`). A
+/// name holding `]:` is taken as not one (its finding waits for a check).
+fn is_resource_id(subject: &str) -> bool {
+    subject.ends_with(']') && subject.contains('[') && !subject.contains("]:")
 }
 
 /// Deletes the host's findings of these signatures.

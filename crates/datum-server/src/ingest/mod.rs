@@ -22,7 +22,8 @@
 //!    servers storing reports of one host take turns, and always in the
 //!    same order, so they cannot deadlock), then the host's oldest report
 //!    kept, the checking hosts' last report times and stored findings (and
-//!    those of the hosts whose apply changed something), and the applying
+//!    those of the hosts whose apply changed something or says what it
+//!    verified), and the applying
 //!    hosts' last apply of the revision they report. A report
 //!    older than the oldest kept of a host holding as many as retention
 //!    keeps, and numbered before it in the same state store, may be one
@@ -37,8 +38,9 @@
 //!    made in their place (as `remove` locks them, before any drift
 //!    cluster: so no two transactions deadlock);
 //!    then everything else: the report itself, the revision's outcome and
-//!    failures (apply), the findings of the resources an apply changed
-//!    closed (unless it is older than its host's last report), the
+//!    failures (apply), the findings of the resources an apply changed or
+//!    says it verified (`verified_except`) closed (unless it is older than
+//!    its host's last report), the
 //!    findings that changed (check: compared with the
 //!    stored ones, so an unchanged finding costs nothing; a finding the host
 //!    did not have is a plain insert), the sampling round, retention, then

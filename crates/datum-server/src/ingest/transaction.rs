@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use datum_fleet::ReportKind;
 
-use super::findings::stored_findings;
+use super::findings::{closes_findings, stored_findings};
 use super::late::{Last, is_late, is_seen_before};
 use super::shared::BatchState;
 use super::statements::{
@@ -116,13 +116,14 @@ impl Phases for Ingest {
                     )
                 }));
                 self.latest_reads = stmts.len() - self.reads_from - self.horizon_reads;
-                // An apply that changed something closes those resources'
-                // findings (`applied_writes`): its host's findings too, and
-                // its last report, which the apply must not be older than.
+                // An apply that changed something, or says what it
+                // verified, closes those resources' findings
+                // (`applied_writes`): its host's findings too, and its last
+                // report, which the apply must not be older than.
                 let closing: Vec<&Submitted> = applying
                     .iter()
                     .copied()
-                    .filter(|s| !s.report.changed.is_empty())
+                    .filter(|s| closes_findings(&s.report))
                     .collect();
                 let with_findings: Vec<&Submitted> =
                     checking.iter().chain(&closing).copied().collect();

@@ -125,6 +125,80 @@ fn an_apply_closes_the_findings_of_the_resources_it_changed() {
     on_both!(an_apply_closes_what_it_converged);
 }
 
+/// An apply of the whole catalogue says which declared resources it did
+/// not verify (`verified_except`): the host's open findings of every other
+/// resource close, a resource a hand fix converged before the apply (found
+/// unchanged, so not in `changed`) among them; a failed one's stays, and
+/// so does a conffile's; an apply older than the host's last report closes
+/// nothing; without the field only the changed ones close, as before.
+async fn an_apply_closes_what_it_verified<B: Backend>(f: &Fleet<B>) {
+    let conffile = "Package[nginx]:/etc/nginx/mime.types";
+    let mut check = report("web-07", ReportKind::Check, 1, 1_000);
+    for s in ["File[fixed]", "File[broken]", "User[u]", conffile] {
+        check.findings.push(finding(s, "obs-1", "normal"));
+    }
+    assert!(ingest(f, &check).await);
+    let mut other = report("web-08", ReportKind::Check, 1, 1_000);
+    other
+        .findings
+        .push(finding("File[fixed]", "obs-1", "normal"));
+    assert!(ingest(f, &other).await);
+
+    // File[fixed] was fixed by hand: the apply found it as declared (not
+    // changed); File[broken] failed; User[u] too was found unchanged.
+    let mut apply = report("web-07", ReportKind::Apply, 2, 2_000);
+    apply.verified_except = Some(vec!["File[broken]".into()]);
+    assert!(ingest(f, &apply).await);
+    assert_eq!(
+        open(f, "web-07").await,
+        ["File[broken]", conffile],
+        "the verified ones close"
+    );
+    assert_eq!(host(f, "web-07").await.findings, 2);
+    assert_eq!(
+        clusters(f).await,
+        [
+            ("File[broken]".to_owned(), 1),
+            ("File[fixed]".to_owned(), 1),
+            (conffile.to_owned(), 1)
+        ],
+        "web-07 left File[fixed]'s cluster (web-08 still in it); User[u]'s is gone"
+    );
+
+    // A newer check opens File[fixed] again; an apply older than it
+    // (delivered late) that verified everything closes nothing.
+    let mut again = report("web-07", ReportKind::Check, 3, 3_000);
+    for s in ["File[fixed]", "File[broken]", conffile] {
+        again.findings.push(finding(s, "obs-2", "normal"));
+    }
+    assert!(ingest(f, &again).await);
+    let mut late = report("web-07", ReportKind::Apply, 4, 2_500);
+    late.verified_except = Some(vec![]);
+    assert!(ingest(f, &late).await);
+    assert_eq!(
+        open(f, "web-07").await,
+        ["File[broken]", "File[fixed]", conffile],
+        "late apply"
+    );
+
+    // An apply without the field (an older host, a partial apply) and
+    // nothing changed closes nothing; one verifying all closes every
+    // resource's finding, never the conffile's.
+    let partial = report("web-07", ReportKind::Apply, 5, 4_000);
+    assert!(ingest(f, &partial).await);
+    assert_eq!(open(f, "web-07").await.len(), 3);
+    let mut all = report("web-07", ReportKind::Apply, 6, 4_100);
+    all.verified_except = Some(vec![]);
+    assert!(ingest(f, &all).await);
+    assert_eq!(open(f, "web-07").await, [conffile]);
+    assert_eq!(host(f, "web-07").await.findings, 1);
+}
+
+#[test]
+fn an_apply_closes_the_findings_of_the_resources_it_verified() {
+    on_both!(an_apply_closes_what_it_verified);
+}
+
 /// A host's last report may be a check of a revision it has not applied:
 /// the hosts view says both, as the host page does ("Revision", "Last
 /// applied"), and the rollout lists it as not applied yet.

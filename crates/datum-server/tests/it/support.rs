@@ -211,6 +211,7 @@ pub fn report(host: &str, kind: ReportKind, seq: u64, at: i64) -> Report {
         instructions: vec![],
         pending: vec![],
         warnings: vec![],
+        verified_except: None,
     }
 }
 

@@ -67,7 +67,11 @@ async fn warnings_are_taken_kept_and_shown<B: Backend>(fleet: &Fleet<B>) {
     let (status, body) = post(&app, json).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let reply: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(reply["takes"], serde_json::json!(["warnings"]), "{reply}");
+    assert_eq!(
+        reply["takes"],
+        serde_json::json!(["warnings", "verified_except"]),
+        "{reply}"
+    );
     let (status, html) = get(&app, "/hosts/web-1").await;
     assert_eq!(status, StatusCode::OK, "{html}");
     assert!(!html.contains("id=\"warnings\""), "no warning, no card");

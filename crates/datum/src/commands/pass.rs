@@ -264,6 +264,15 @@ pub fn run(global: &GlobalArgs, mode: Mode, request: Request<'_>) -> Result<Exit
                 // (`Reporting::enqueue`).
                 report.warnings =
                     crate::reporting::build::pass_warnings(&summary.warnings, Some(&sensitive));
+                // An apply of the whole catalogue says what it did not
+                // verify: the server closes the findings of the rest
+                // (queued only for a server that takes it).
+                if !selection.is_partial() {
+                    report.verified_except = crate::reporting::build::verified_except(
+                        &summary,
+                        &stamped.catalogue.resources,
+                    );
+                }
                 report
             })
         });
