@@ -6,8 +6,10 @@
 //! plan is being parsed; the parser then drops the value, so the rest of the program never
 //! holds it. When a marker has a shape this module does not understand, it fails closed.
 
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 
+use aho_corasick::AhoCorasick;
 use regex::Regex;
 use serde_json::Value;
 
@@ -126,6 +128,13 @@ pub fn sensitive_depth(marker: Option<&Value>, path: &Path) -> Option<usize> {
 /// marked but holds one of these values, or sits under one of these keys, is a copy of the
 /// secret and is withheld too (fail closed: an unrelated value that happens to be equal is
 /// hidden as well).
+///
+/// A string is also a copy when it holds a hidden string of at least [`EMBEDDED_MIN`]
+/// bytes inside it, as it is or JSON-escaped (see [`embedded_forms`]): a provider builds
+/// one attribute from another (an ARN from a sensitive name, a policy document from a
+/// sensitive condition value) and copies the result unmarked (the AWS provider's
+/// `aws_iam_role.inline_policy`). Shorter hidden strings are withheld only where they are
+/// a whole value, as before.
 #[derive(Debug, Default)]
 pub struct Hidden {
     keys: BTreeSet<String>,
@@ -133,6 +142,96 @@ pub struct Hidden {
     values: BTreeSet<String>,
     /// Numbers, as their digits.
     numbers: BTreeSet<String>,
+    /// What a string is searched for, made from `values` when first asked and forgotten
+    /// whenever `values` grows.
+    embedded: OnceCell<Embedded>,
+}
+
+/// How long (in bytes) a hidden string must be to be looked for inside longer strings.
+/// Shorter ones are ordinary words far more often than secrets (`true`, `default`,
+/// `enabled`, `Allow`, a region's `1`), and a marker that hides a whole object hides all of
+/// them: searched for inside every string they would withhold most of a report. Eight is
+/// the usual shortest password a service accepts.
+pub const EMBEDDED_MIN: usize = 8;
+
+/// The hidden strings of at least [`EMBEDDED_MIN`] bytes in every form they are searched
+/// for, and one automaton that looks for all of them at once.
+#[derive(Debug, Default)]
+struct Embedded {
+    patterns: Vec<String>,
+    /// `None` when there is nothing to look for, or the automaton could not be built
+    /// (past its limits): then each pattern is searched for on its own, same answers.
+    matcher: Option<AhoCorasick>,
+}
+
+impl Embedded {
+    fn of(values: &BTreeSet<String>) -> Embedded {
+        let mut patterns: Vec<String> = values
+            .iter()
+            .filter(|v| v.len() >= EMBEDDED_MIN)
+            .flat_map(|v| embedded_forms(v))
+            .collect();
+        patterns.sort();
+        patterns.dedup();
+        let matcher = if patterns.is_empty() {
+            None
+        } else {
+            AhoCorasick::new(&patterns).ok()
+        };
+        Embedded { patterns, matcher }
+    }
+
+    fn found_in(&self, text: &str) -> bool {
+        match &self.matcher {
+            Some(matcher) => matcher.is_match(text),
+            None => self.patterns.iter().any(|p| text.contains(p.as_str())),
+        }
+    }
+}
+
+/// The forms a string takes inside another: as it is, and inside JSON text held by the
+/// string (a policy document built with `jsonencode`, which the provider copies), escaped
+/// as JSON (`"` and `\` and control characters) and as Go's encoder escapes it (also `<`,
+/// `>`, `&`, U+2028 and U+2029 as `\u003c` ...: terraform's `jsonencode` and the AWS
+/// provider's policy normalisation), once or twice (JSON text inside a string of JSON
+/// text). A string with nothing to escape has one form.
+fn embedded_forms(text: &str) -> Vec<String> {
+    let mut forms = vec![text.to_owned()];
+    for html in [false, true] {
+        let once = json_escaped(text, html);
+        let twice = json_escaped(&once, html);
+        forms.push(once);
+        forms.push(twice);
+    }
+    forms.sort();
+    forms.dedup();
+    forms
+}
+
+/// `text` as it is inside a JSON string, without the quotes; with `html`, as Go's
+/// `encoding/json` writes it (`<`, `>`, `&`, U+2028, U+2029 as `\u` escapes).
+fn json_escaped(text: &str, html: bool) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if c < ' ' => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' if html => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 impl Hidden {
@@ -176,8 +275,8 @@ impl Hidden {
                 }
             }
             Value::Array(items) => items.iter().for_each(|v| self.add_all(v)),
-            Value::String(s) if !s.is_empty() => {
-                self.values.insert(s.clone());
+            Value::String(s) if !s.is_empty() && self.values.insert(s.clone()) => {
+                self.embedded.take();
             }
             Value::Number(n) => {
                 self.numbers.insert(n.to_string());
@@ -195,7 +294,11 @@ impl Hidden {
     /// within their own resource, where a sibling of a marked value is most likely a copy;
     /// across a whole plan they would hide every equal port, count or attribute name.
     pub fn add_strings_of(&mut self, other: &Hidden) {
+        let before = self.values.len();
         self.values.extend(other.values.iter().cloned());
+        if self.values.len() != before {
+            self.embedded.take();
+        }
     }
 
     /// Where `path` goes under a hidden key: the number of steps before the first such key
@@ -210,9 +313,20 @@ impl Hidden {
             .map(|(depth, _)| depth)
     }
 
-    /// Whether a string (its content) is a hidden string.
+    /// Whether a string (its content) is a hidden string, or holds one of at least
+    /// [`EMBEDDED_MIN`] bytes (as it is or JSON-escaped) inside it.
     pub fn holds_string(&self, text: &str) -> bool {
-        !text.is_empty() && self.values.contains(text)
+        if text.is_empty() {
+            return false;
+        }
+        if self.values.contains(text) {
+            return true;
+        }
+        text.len() >= EMBEDDED_MIN
+            && self
+                .embedded
+                .get_or_init(|| Embedded::of(&self.values))
+                .found_in(text)
     }
 
     /// Whether a number (its digits) is a hidden number. A string and a number are never
@@ -312,6 +426,67 @@ mod tests {
                 .as_deref(),
             Some("m")
         );
+    }
+
+    #[test]
+    fn a_hidden_string_inside_a_longer_one_is_found_as_it_is_or_json_escaped() {
+        let mut hidden = Hidden::default();
+        hidden.add(
+            &json!({"pw": "CANARY-q\"<&>\\x", "plain": "CANARY-plain", "short": "true1"}),
+            Some(&json!(true)),
+        );
+        // Whole values, whatever their length.
+        for whole in ["CANARY-q\"<&>\\x", "CANARY-plain", "true1"] {
+            assert!(hidden.holds_string(whole), "{whole}");
+        }
+        // Inside longer strings: as it is, JSON-escaped, as Go escapes it, twice.
+        for longer in [
+            "arn:aws:sqs:eu-central-1:123456789012:h-CANARY-plain",
+            r#"{"k":"CANARY-q\"<&>\\x"}"#,
+            r#"{"k":"CANARY-q\"\u003c\u0026\u003e\\x"}"#,
+            r#"{\"k\":\"CANARY-q\\\"\\u003c\\u0026\\u003e\\\\x\"}"#,
+            r#"{\"k\":\"CANARY-q\\\"<&>\\\\x\"}"#,
+            "x CANARY-q\"<&>\\x y",
+        ] {
+            assert!(hidden.holds_string(longer), "{longer}");
+        }
+        // A short one (under EMBEDDED_MIN bytes) only as a whole value.
+        assert!(!hidden.holds_string("true1 and true12"));
+        // Unrelated and partial strings are shown.
+        for shown in [
+            "",
+            "CANARY-pla",
+            "CANARY-q\"<&>",
+            r#"{"k":"CANARY-q\"<&>x"}"#,
+        ] {
+            assert!(!hidden.holds_string(shown), "{shown}");
+        }
+        // Strings learned after a first search are searched for too.
+        let mut more = Hidden::default();
+        more.add(&json!("CANARY-later"), Some(&json!(true)));
+        hidden.add_strings_of(&more);
+        assert!(hidden.holds_string("prefix-CANARY-later-suffix"));
+        hidden.add(&json!(["CANARY-third"]), Some(&json!([true])));
+        assert!(hidden.holds_string("prefix-CANARY-third"));
+    }
+
+    #[test]
+    fn embedded_forms_escape_as_json_and_go_do() {
+        assert_eq!(embedded_forms("CANARY-plain"), ["CANARY-plain"]);
+        assert_eq!(
+            embedded_forms("a\"<\n\u{1}\u{2028}"),
+            [
+                "a\"<\n\u{1}\u{2028}".to_owned(),
+                r#"a\"<\n\u0001"#.to_owned() + "\u{2028}",
+                r#"a\"\u003c\n\u0001\u2028"#.to_owned(),
+                r#"a\\\"<\\n\\u0001"#.to_owned() + "\u{2028}",
+                r#"a\\\"\\u003c\\n\\u0001\\u2028"#.to_owned(),
+            ]
+        );
+        // The JSON form is serde_json's (and Go's, but for the HTML escapes).
+        let text = "q\"\\\t\u{8}\u{c}\u{1f}<";
+        let serde = serde_json::to_string(text).unwrap();
+        assert!(embedded_forms(text).contains(&serde[1..serde.len() - 1].to_owned()));
     }
 
     #[test]

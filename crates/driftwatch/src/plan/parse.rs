@@ -1851,6 +1851,56 @@ mod tests {
     }
 
     #[test]
+    fn a_marked_string_inside_a_longer_unmarked_one_is_withheld() {
+        // As on the real engine: a policy built from a queue's computed arn (which holds
+        // the sensitive name) is marked nowhere, and the provider copies it into the role's
+        // inline_policy; the name is marked in the queue's state. A second drifted
+        // resource's own marked tag is inside its unmarked description. Short marked
+        // strings hide only whole values.
+        let policy = r#""{\"Resource\":\"arn:aws:sqs:eu-central-1:1:q-CANARY-name\",\"k\":\"CANARY-q\\\"\\u003c\\\\x\"}""#;
+        let text = format!(
+            r#"{{"format_version":"1.2","resource_drift":[
+              {{"address":"aws_iam_role.app","mode":"managed","change":{{"actions":["update"],
+                "before":{{"inline_policy":[],"note":"yes"}},
+                "after":{{"inline_policy":[{{"name":"in-line","policy":{policy}}}],"note":"say no more"}},
+                "before_sensitive":{{"inline_policy":[]}},"after_sensitive":{{"inline_policy":[{{}}]}}}}}},
+              {{"address":"aws_sqs_queue.other","mode":"managed","change":{{"actions":["update"],
+                "before":{{"description":"a","tags":{{"t":"CANARY-tag-value"}}}},
+                "after":{{"description":"about CANARY-tag-value","tags":{{"t":"CANARY-tag-value"}}}},
+                "before_sensitive":{{"tags":{{"t":true}}}},"after_sensitive":{{"tags":{{"t":true}}}}}}}}],
+              "prior_state":{{"values":{{"root_module":{{"resources":[
+                {{"address":"aws_sqs_queue.q","values":{{"name":"q-CANARY-name","short":"no"}},"sensitive_values":{{"name":true,"short":true}}}},
+                {{"address":"aws_sqs_queue.s","values":{{"tags":{{"q":"CANARY-q\"<\\x"}}}},"sensitive_values":{{"tags":true}}}}]}}}}}}}}"#
+        );
+        let plan = parse(&text, PlanRole::RefreshOnly).unwrap();
+        let shown: Vec<String> = plan
+            .drift
+            .iter()
+            .flat_map(|d| &d.diffs)
+            .map(|d| format!("{} {}", d.path, d.sensitive))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "inline_policy[0].name false",
+                "inline_policy[0].policy true",
+                // "no" is marked but short: inside "say no more" it is shown.
+                "note false",
+                "description true",
+            ]
+        );
+        assert!(!format!("{plan:?}").contains("CANARY"), "{plan:?}");
+        // Each secret alone is enough: the escaped one, then the name.
+        for (gone, kept) in [
+            (r#""name":true,"#, "CANARY-q"),
+            (r#""tags":true"#, "CANARY-name"),
+        ] {
+            let plan = parse(&text.replace(gone, ""), PlanRole::RefreshOnly).unwrap();
+            assert!(plan.drift[0].diffs[1].sensitive, "{kept}");
+        }
+    }
+
+    #[test]
     fn only_what_a_marker_hides_is_read_for_copies() {
         // Only the marked parts of an entry are parsed for the values they hide; a key
         // with an escape on the way to them is read as any other.

@@ -220,3 +220,66 @@ fn copies_of_a_sensitive_variable_and_output_in_unmarked_drift_are_withheld() {
         assert!(out.stdout.contains(path), "{path}: {}", out.stdout);
     }
 }
+
+/// The `secret-embedded` fixture, written by terraform 1.11.4 and hashicorp/aws 5.100.0
+/// against moto: a queue named `h124-${var.secret}` and tagged with `var.quoted` (both
+/// sensitive variables, `CANARY-7f3a-embedded-plain` and `CANARY-7f3a-embedded-q"<&>\x`);
+/// a role policy built with `jsonencode` from the queue's computed `arn` and `tags_all`,
+/// which the provider leaves unmarked, so nothing marks the policy. The provider copies it
+/// into the role's computed `inline_policy` (drift right after a clean apply): a longer
+/// string holding both secrets, the second JSON-escaped as Go writes it
+/// (`q\"\u003c\u0026\u003e\\x`). No hidden string equals it.
+#[test]
+fn a_secret_inside_a_longer_unmarked_string_is_withheld() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("drift.md");
+    let both = || report("secret-embedded");
+    let plan_alone = || {
+        let mut c = driftwatch();
+        c.arg("report")
+            .arg("--plan")
+            .arg(fixture("secret-embedded/plan.json"));
+        c
+    };
+    let drift_only = || {
+        let mut c = driftwatch();
+        c.arg("report")
+            .arg("--refresh-plan")
+            .arg(fixture("secret-embedded/refresh_only.json"))
+            .arg("--drift-only");
+        c
+    };
+    for make in [
+        &both as &dyn Fn() -> assert_cmd::Command,
+        &plan_alone,
+        &drift_only,
+    ] {
+        for format in ["human", "json", "markdown"] {
+            let out = outcome(
+                make()
+                    .arg("--output")
+                    .arg(format)
+                    .arg("--markdown")
+                    .arg(&md),
+            );
+            assert!(out.code == 0 || out.code == 2, "{}", out.stderr);
+            assert_clean(format, &out.stdout);
+            assert_clean("stderr", &out.stderr);
+            assert_clean("markdown file", &std::fs::read_to_string(&md).unwrap());
+            // Still reported, without its value; the name beside it is shown.
+            assert!(
+                out.stdout.contains("inline_policy[0].policy"),
+                "{}",
+                out.stdout
+            );
+            assert!(out.stdout.contains("h124-app"), "{}", out.stdout);
+        }
+    }
+    let out = outcome(&mut both());
+    assert!(
+        out.stdout
+            .contains("inline_policy[0].policy: (sensitive) -> (sensitive)"),
+        "{}",
+        out.stdout
+    );
+}

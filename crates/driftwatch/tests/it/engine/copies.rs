@@ -304,3 +304,94 @@ fn a_policy_copied_into_a_role_that_drifted_stays_hidden() {
         .collect();
     assert!(paths.contains(&"inline_policy[0].policy"), "{doc:#}");
 }
+
+const EMBEDDED_TF: &str = r#"variable "secret" {
+  type      = string
+  sensitive = true
+  default   = "CANARY-c0p1-inside"
+}
+
+variable "quoted" {
+  type      = string
+  sensitive = true
+  default   = "CANARY-c0p1-q\"<&>\\x"
+}
+
+resource "aws_sqs_queue" "q" {
+  name = "{{prefix}}-${var.secret}"
+  tags = { k = var.quoted }
+}
+
+resource "aws_iam_role" "app" {
+  name = "{{prefix}}-embedded"
+  assume_role_policy = jsonencode({
+    Version   = "2012-10-17"
+    Statement = [{ Effect = "Allow", Principal = { Service = "ec2.amazonaws.com" }, Action = "sts:AssumeRole" }]
+  })
+}
+
+resource "aws_iam_role_policy" "app" {
+  name = "{{prefix}}-embedded"
+  role = aws_iam_role.app.id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{ Effect = "Allow", Action = ["sqs:SendMessage"], Resource = aws_sqs_queue.q.arn,
+    Condition = { StringEquals = { "aws:PrincipalTag/k" = aws_sqs_queue.q.tags_all["k"] } } }]
+  })
+}
+"#;
+
+/// A sensitive value inside a longer string nothing marks: the queue's computed `arn`
+/// (which holds its sensitive name) and `tags_all` (which holds a sensitive tag) are not
+/// marked, so neither is the policy built from them with `jsonencode`; the provider copies
+/// the policy into the role's `inline_policy`, where the tag is JSON-escaped as Go writes
+/// it (`q\"\u003c\u0026\u003e\\x`). No marked string equals the copy; it holds them.
+#[test]
+fn a_secret_inside_a_policy_nothing_marks_stays_hidden() {
+    let Some(engine) = Engine::get("a_secret_inside_a_policy_nothing_marks_stays_hidden") else {
+        return;
+    };
+    let stack = Stack::new(&engine, "embedded", &[("main.tf", EMBEDDED_TF)]);
+    stack.init_and_apply();
+    let dir = tempfile::tempdir().unwrap();
+    let (refresh, plan) = (
+        dir.path().join("refresh.json"),
+        dir.path().join("plan.json"),
+    );
+    stack.plan_json(true, &refresh);
+    stack.plan_json(false, &plan);
+    // terraform's own plan holds the secrets unmarked inside the copy.
+    let raw = std::fs::read_to_string(&refresh).unwrap();
+    assert!(
+        raw.contains(r#"CANARY-c0p1-q\\\"\\u003c\\u0026\\u003e\\\\x"#),
+        "{raw}"
+    );
+    let mut outputs = Vec::new();
+    for format in ["human", "json", "markdown"] {
+        let ran: super::Ran = stack
+            .driftwatch()
+            .arg("report")
+            .arg("--refresh-plan")
+            .arg(&refresh)
+            .arg("--plan")
+            .arg(&plan)
+            .args(["--output", format])
+            .output()
+            .unwrap()
+            .into();
+        assert!(ran.code == 0 || ran.code == 2, "{}", ran.stderr);
+        outputs.push((format, ran.stdout));
+        outputs.push(("stderr", ran.stderr));
+    }
+    for (what, out) in &outputs {
+        assert!(!out.contains(CANARY), "{what} shows a secret:\n{out}");
+    }
+    let doc: serde_json::Value = serde_json::from_str(&outputs[2].1).unwrap();
+    let paths: Vec<&str> = finding(&doc, "aws_iam_role.app")["paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(paths.contains(&"inline_policy[0].policy"), "{doc:#}");
+}
