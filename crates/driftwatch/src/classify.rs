@@ -21,7 +21,7 @@
 //! stays "changed outside".
 //!
 //! `no-op` drift (a move without a value change), an update whose two sides differ only
-//! between `null` and an empty map or list, data sources and deposed objects are not
+//! between `null` and an empty map, list or string, data sources and deposed objects are not
 //! findings. Whatever the normal plan does to an address that did not drift is pending: an
 //! unapplied change, listed apart. `--ignore-attr` paths are removed from every diff before
 //! classifying, and a resource left without any changed path disappears.
@@ -365,6 +365,18 @@ fn configured_paths(
     (out, overwritten)
 }
 
+/// A leaf that is `null` on one side and `""` on the other (the plan parser already
+/// leaves out `null` against `{}` or `[]`: neither has a leaf). A sensitive leaf has no
+/// values to tell, and is a change.
+fn null_against_empty_string(leaf: &LeafDiff) -> bool {
+    let absent = |side: &Option<Leaf>| {
+        side.as_ref().is_some_and(|l| {
+            l.is_null() || matches!(l, Leaf::Value(serde_json::Value::String(s)) if s.is_empty())
+        })
+    };
+    !leaf.sensitive && absent(&leaf.before) && absent(&leaf.after)
+}
+
 /// Classify the drift of `refresh` against `normal` (absent with `--drift-only`).
 pub fn classify(
     stack: &str,
@@ -408,10 +420,12 @@ pub fn classify(
                 (false, true)
             }
         };
-        if entry.action == Action::Update && entry.diffs.is_empty() {
+        if entry.action == Action::Update && entry.diffs.iter().all(null_against_empty_string) {
             // Before and after differ only in how an absent value is written (`null` on
-            // one side, `{}` or `[]` on the other: the AWS provider reads `tags` back as
-            // `{}` after creating it as `null`). Nothing changed outside.
+            // one side, `{}`, `[]` or `""` on the other: the AWS provider reads `tags`
+            // back as `{}` after creating it as `null`, and a security group rule's
+            // `description` back as `""` after an apply that planned it as `null`).
+            // Nothing changed outside.
             continue;
         }
         drifted.insert(entry.address.as_str());
@@ -1350,6 +1364,43 @@ mod tests {
         assert!(report.findings.is_empty());
         // Whatever the normal plan does to it is then an unapplied change.
         assert_eq!(report.pending[0].address, "aws_sqs_queue.q");
+        // Seen on the real engine after an apply that put a security group's ingress set
+        // back: the plan set each rule's description to null, the provider reads "".
+        let refresh = Plan {
+            drift: vec![drift(
+                "aws_security_group.web",
+                Action::Update,
+                vec![
+                    leaf("ingress[0].description", json!(null), json!("")),
+                    leaf("ingress[1].description", json!(""), json!(null)),
+                ],
+            )],
+            ..Plan::default()
+        };
+        let report = classify_plain(&refresh, None);
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+        // Beside a real change, or as a value that was not empty, it is drift; so is a
+        // sensitive leaf, whose values are not there to tell.
+        for diffs in [
+            vec![
+                leaf("ingress[0].description", json!(null), json!("")),
+                leaf("ingress[0].from_port", json!(443), json!(22)),
+            ],
+            vec![leaf("description", json!("x"), json!(""))],
+            vec![leaf("description", json!(null), json!(" "))],
+            vec![LeafDiff {
+                path: Path::parse("password").unwrap(),
+                before: None,
+                after: None,
+                sensitive: true,
+            }],
+        ] {
+            let refresh = Plan {
+                drift: vec![drift("aws_security_group.web", Action::Update, diffs)],
+                ..Plan::default()
+            };
+            assert_eq!(classify_plain(&refresh, None).findings.len(), 1);
+        }
     }
 
     #[test]
