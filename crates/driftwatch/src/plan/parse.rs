@@ -447,6 +447,9 @@ struct Variables {
     sensitive: Option<std::collections::BTreeSet<String>>,
     /// A `configuration` member was there (read or skipped).
     configuration_seen: bool,
+    /// The strings of the literals module calls give their modules' variables declared
+    /// sensitive (see [`module_literals`]).
+    module_literals: Hidden,
 }
 
 /// A variable of the plan's `variables`.
@@ -461,6 +464,75 @@ struct RawVariable<'a> {
 struct RawDeclared {
     #[serde(default)]
     sensitive: Option<Value>,
+}
+
+impl RawDeclared {
+    /// Anything but `false` or nothing hides: fail closed.
+    fn sensitive(&self) -> bool {
+        self.sensitive
+            .as_ref()
+            .is_some_and(|s| !matches!(s, Value::Bool(false) | Value::Null))
+    }
+}
+
+/// An argument of a module call (`module_calls.NAME.expressions.VARIABLE`): only a
+/// literal value.
+#[derive(serde::Deserialize)]
+struct RawExpression {
+    #[serde(default)]
+    constant_value: Option<Value>,
+}
+
+/// The strings of the literals module calls give to their modules' variables declared
+/// `sensitive` (`configuration`'s `module_calls`, at any depth), added to `out`: such a
+/// value is in the plan only there (a child module's variables are not in the plan's
+/// `variables`), and marked nowhere else when nothing stores it. A call whose module does
+/// not say which of its variables are sensitive keeps every literal it gives (fail
+/// closed).
+fn module_literals<R: std::io::Read>(
+    scanner: &mut stream::Scanner<R>,
+    depth: usize,
+    out: &mut Hidden,
+) -> Result<(), stream::Stop> {
+    if depth > MODULE_DEPTH {
+        return Err(scanner.syntax("modules nested too deeply"));
+    }
+    members(scanner, |scanner, _call| {
+        let mut given: Vec<(String, Hidden)> = Vec::new();
+        let mut sensitive: Option<std::collections::BTreeSet<String>> = None;
+        members(scanner, |scanner, key| match key {
+            "expressions" => members(scanner, |scanner, name| {
+                let raw = scanner.parse(|bytes| stream::one::<RawExpression>(bytes))?;
+                if let Some(value) = raw.constant_value {
+                    let mut hidden = Hidden::default();
+                    hidden.add(&value, Some(&Value::Bool(true)));
+                    given.push((name.to_owned(), hidden));
+                }
+                Ok(())
+            }),
+            "module" => members(scanner, |scanner, key| match key {
+                "variables" => {
+                    let declared = sensitive.get_or_insert_with(Default::default);
+                    members(scanner, |scanner, name| {
+                        let raw = scanner.parse(|bytes| stream::one::<RawDeclared>(bytes))?;
+                        if raw.sensitive() {
+                            declared.insert(name.to_owned());
+                        }
+                        Ok(())
+                    })
+                }
+                "module_calls" => module_literals(scanner, depth + 1, out),
+                _ => scanner.skip_value(),
+            }),
+            _ => scanner.skip_value(),
+        })?;
+        for (name, hidden) in &given {
+            if sensitive.as_ref().is_none_or(|s| s.contains(name)) {
+                out.add_strings_of(hidden);
+            }
+        }
+        Ok(())
+    })
 }
 
 impl Variables {
@@ -501,19 +573,17 @@ impl Variables {
     ) -> Result<(), stream::Stop> {
         self.configuration_seen = true;
         let mut sensitive = std::collections::BTreeSet::new();
+        let mut literals = Hidden::default();
         members(scanner, |scanner, key| match key {
             "root_module" => members(scanner, |scanner, key| match key {
                 "variables" => members(scanner, |scanner, name| {
                     let declared = scanner.parse(|bytes| stream::one::<RawDeclared>(bytes))?;
-                    // Anything but `false` or nothing hides: fail closed.
-                    if declared
-                        .sensitive
-                        .is_some_and(|s| !matches!(s, Value::Bool(false) | Value::Null))
-                    {
+                    if declared.sensitive() {
                         sensitive.insert(name.to_owned());
                     }
                     Ok(())
                 }),
+                "module_calls" => module_literals(scanner, 0, &mut literals),
                 _ => scanner.skip_value(),
             }),
             _ => scanner.skip_value(),
@@ -521,6 +591,7 @@ impl Variables {
         self.values.retain(|(name, _)| sensitive.contains(name));
         self.dropped.retain(|name| sensitive.contains(name));
         self.sensitive = Some(sensitive);
+        self.module_literals = literals;
         Ok(())
     }
 
@@ -541,6 +612,7 @@ impl Variables {
                 secrets.add_strings_of(hidden);
             }
         }
+        secrets.add_strings_of(&self.module_literals);
         Ok(())
     }
 }
@@ -1898,6 +1970,44 @@ mod tests {
             let plan = parse(&text.replace(gone, ""), PlanRole::RefreshOnly).unwrap();
             assert!(plan.drift[0].diffs[1].sensitive, "{kept}");
         }
+    }
+
+    #[test]
+    fn literals_given_to_a_child_modules_sensitive_variable_are_withheld() {
+        // A child module's variables are not in the plan's `variables`: a literal given to
+        // one declared sensitive is only in `configuration` (the call's expressions, then
+        // the module's declarations), and marked nowhere when nothing stores it.
+        let drift = r#"[{"address":"s.b","mode":"managed","change":{"actions":["update"],
+          "before":{"tags":{}},
+          "after":{"tags":{"a":"CANARY-lit","b":"x/CANARY-deep/y","c":"plain-value","d":"n"}},
+          "before_sensitive":{"tags":{}},"after_sensitive":{"tags":{}}}}]"#;
+        let config = r#"{"root_module":{"module_calls":{"m":{"source":"./m",
+          "expressions":{"token":{"constant_value":"CANARY-lit"},"name":{"constant_value":"plain-value"},
+            "count":{"constant_value":"n"},"ref":{"references":["var.x"]}},
+          "module":{"variables":{"token":{"sensitive":true},"name":{},"count":{"sensitive":false}},
+            "module_calls":{"inner":{"expressions":{"deep":{"constant_value":{"k":"CANARY-deep"}}},
+              "module":{"variables":{"deep":{"sensitive":true}}}}}}}}}}"#;
+        let text = format!(
+            r#"{{"format_version":"1.2","resource_drift":{drift},"configuration":{config}}}"#
+        );
+        let plan = parse(&text, PlanRole::RefreshOnly).unwrap();
+        let shown: Vec<String> = plan.drift[0]
+            .diffs
+            .iter()
+            .map(|d| format!("{} {}", d.path, d.sensitive))
+            .collect();
+        assert_eq!(
+            shown,
+            ["tags.a true", "tags.b true", "tags.c false", "tags.d false"]
+        );
+        assert!(!format!("{plan:?}").contains("CANARY"), "{plan:?}");
+        // A call whose module says nothing of its variables keeps every literal.
+        let text = text.replace(
+            r#""module":{"variables":{"deep":{"sensitive":true}}}"#,
+            r#""module":{}"#,
+        );
+        let plan = parse(&text, PlanRole::RefreshOnly).unwrap();
+        assert!(plan.drift[0].diffs[1].sensitive);
     }
 
     #[test]
