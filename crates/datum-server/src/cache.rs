@@ -64,8 +64,12 @@ pub struct ViewCache {
     /// The drift view, and the document of the page last asked for, for
     /// one second.
     drift: Mutex<Option<(i64, Arc<DriftView>)>>,
-    drift_doc: Mutex<Option<(i64, i64, Paging, Bytes)>>,
+    drift_doc: Mutex<Option<DriftDoc>>,
 }
+
+/// A drift document kept: its generation, the second it was made at, the
+/// page it is (`None`: the whole view, unpaged) and its bytes.
+type DriftDoc = (i64, i64, Option<Paging>, Bytes);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // What a panicking holder left is a whole value or none.
@@ -122,14 +126,14 @@ impl ViewCache {
         *lock(&self.drift) = Some((generation, view));
     }
 
-    pub fn drift_doc(&self, generation: i64, now: i64, paging: Paging) -> Option<Bytes> {
+    pub fn drift_doc(&self, generation: i64, now: i64, paging: Option<Paging>) -> Option<Bytes> {
         lock(&self.drift_doc)
             .as_ref()
             .filter(|(g, n, p, _)| *g == generation && *n == now && *p == paging)
             .map(|(_, _, _, b)| b.clone())
     }
 
-    pub fn keep_drift_doc(&self, generation: i64, now: i64, paging: Paging, doc: Bytes) {
+    pub fn keep_drift_doc(&self, generation: i64, now: i64, paging: Option<Paging>, doc: Bytes) {
         *lock(&self.drift_doc) = Some((generation, now, paging, doc));
     }
 }
@@ -157,16 +161,17 @@ mod tests {
             "the next second renders ages again"
         );
         let first = Paging::of(250, None, None);
-        cache.keep_drift_doc(7, 100, first, Bytes::from_static(b"d"));
-        assert!(cache.drift_doc(7, 100, first).is_some());
-        assert!(cache.drift_doc(7, 101, first).is_none());
-        assert!(cache.drift_doc(8, 100, first).is_none());
+        cache.keep_drift_doc(7, 100, Some(first), Bytes::from_static(b"d"));
+        assert!(cache.drift_doc(7, 100, Some(first)).is_some());
+        assert!(cache.drift_doc(7, 101, Some(first)).is_none());
+        assert!(cache.drift_doc(8, 100, Some(first)).is_none());
         assert!(
             cache
-                .drift_doc(7, 100, Paging::of(250, Some(2), None))
+                .drift_doc(7, 100, Some(Paging::of(250, Some(2), None)))
                 .is_none(),
             "another page"
         );
+        assert!(cache.drift_doc(7, 100, None).is_none(), "the whole view");
     }
 
     #[test]

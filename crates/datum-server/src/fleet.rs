@@ -798,13 +798,24 @@ impl<B: Backend> Fleet<B> {
     ) -> Result<Bytes, StoreError> {
         let generation = self.generation().await?;
         let view = self.drift_at(generation, now).await?;
-        let paging = views::Paging::of(view.clusters.len(), page, per);
+        // Asked for no page, the whole view, unpaged, as before paging: a
+        // client that predates it asks so and reads `clusters` as all of
+        // them (it would miss the rest without a word). Pages are asked
+        // for by `page` or `per` (`datum fleet drift` and the web view do).
+        let paging = if page.is_none() && per.is_none() {
+            None
+        } else {
+            Some(views::Paging::of(view.clusters.len(), page, per))
+        };
         if let Some(doc) = self.cache.drift_doc(generation, now, paging) {
             return Ok(doc);
         }
         let doc = serde_json::to_vec(&views::DriftView {
             generated_at: views::rfc3339(now),
-            ..view.page(paging)
+            ..match paging {
+                Some(paging) => view.page(paging),
+                None => view.whole(),
+            }
         })
         .map_err(|e| shape(self.backend.name(), &e.to_string()))?;
         let doc = Bytes::from(doc);

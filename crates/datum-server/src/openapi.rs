@@ -284,10 +284,10 @@ pub fn document() -> Value {
             }},
             "/v1/rollout": read("rollout", "Which hosts converged, failed or have not applied a revision", "RolloutView",
                 json!([{"name": "revision", "in": "query", "required": false, "description": "The revision, or the start of one a host applied (`git:5954ab558278`, as the views show it cut short): that one; several beginning so are a 400 naming them. Default: the revision applied most recently", "schema": {"type": "string"}}])),
-            "/v1/drift": read("drift", "Drift findings across hosts, clustered, a page at a time (most hosts first)", "DriftView",
+            "/v1/drift": read("drift", "Drift findings across hosts, clustered (most hosts first): a page at a time when `page` or `per` is given, else every cluster in one answer", "DriftView",
                 json!([
                     {"name": "page", "in": "query", "required": false, "description": "The page, from 1 (default 1; past the last: the last)", "schema": {"type": "integer", "minimum": 1}},
-                    {"name": "per", "in": "query", "required": false, "description": "Clusters per page (default 100, at most 1000), as the web view's hosts table and drift page take it", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}
+                    {"name": "per", "in": "query", "required": false, "description": "Clusters per page (default 100 when only `page` is given, at most 1000), as the web view's hosts table and drift page take it. Without `page` and `per`, every cluster in one answer, unpaged (as before paging)", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}}
                 ])),
             "/v1/stale": read("stale", "Hosts whose last report is overdue", "StaleView", json!([])),
             "/v1/sampling": read("sampling", "The sampling plan, deep checks and detection bounds", "SamplingView", json!([])),
@@ -370,7 +370,7 @@ fn schemas() -> Value {
                 "labels": map_of(list(s("string")))
             })))
         })),
-        "DriftView": object(&["format_version", "generated_at", "hosts_total", "hosts_drifted", "clusters_total", "page", "pages", "per", "clusters"], json!({
+        "DriftView": object(&["format_version", "generated_at", "hosts_total", "hosts_drifted", "clusters_total", "clusters"], json!({
             "format_version": view_version(),
             "generated_at": s("string"),
             "hosts_total": int(),

@@ -823,18 +823,31 @@ pub struct DriftView {
     #[serde(default)]
     pub clusters_total: Option<u64>,
     /// This page (from 1), how many there are and the clusters a page
-    /// holds at most (`None`: the whole view, not paged, or a server that
-    /// predates paging).
-    #[serde(default)]
+    /// holds at most (`None`, and left out: the whole view, not paged,
+    /// asked for without `page` or `per`, or a server that predates
+    /// paging).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pages: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per: Option<u64>,
     pub clusters: Vec<DriftCluster>,
 }
 
 impl DriftView {
+    /// This (whole) view as one unpaged answer: every cluster, the total
+    /// said, no page.
+    pub fn whole(&self) -> DriftView {
+        DriftView {
+            clusters_total: Some(self.clusters.len() as u64),
+            page: None,
+            pages: None,
+            per: None,
+            ..self.clone()
+        }
+    }
+
     /// The page `paging` says of this (whole) view: its clusters, with the
     /// counts of the whole.
     pub fn page(&self, paging: Paging) -> DriftView {

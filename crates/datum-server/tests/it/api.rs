@@ -817,8 +817,16 @@ async fn the_drift_clusters_come_a_page_at_a_time<B: Backend>(fleet: &Fleet<B>) 
             .collect()
     };
 
-    // Unasked, the first page of 100.
-    let first = doc("/v1/drift".into()).await;
+    // Asked with neither `page` nor `per` (a client that predates
+    // paging): every cluster, unpaged, the total said.
+    let unpaged = doc("/v1/drift".into()).await;
+    assert_eq!(keys(&unpaged), whole, "{unpaged}");
+    assert_eq!(unpaged["clusters_total"], 130);
+    for field in ["page", "pages", "per"] {
+        assert!(unpaged.get(field).is_none(), "{field}: {unpaged}");
+    }
+    // A page asked for: 100 unless `per` says.
+    let first = doc("/v1/drift?page=1".into()).await;
     assert_eq!(first["clusters"].as_array().unwrap().len(), 100, "{first}");
     assert_eq!(
         (
