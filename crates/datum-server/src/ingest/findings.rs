@@ -15,6 +15,8 @@ pub(super) struct Stored {
     /// `Kind[name]` of a host's resource, or what else the finding is of
     /// (a Package's conffile: `Package[nginx]:/etc/nginx/mime.types`).
     subject: String,
+    /// `changed_outside`, `unmanaged`, `invalid_live_config`...
+    category: String,
     observed: String,
     class: String,
     /// Its writers as stored (JSON, `[]` when none).
@@ -28,6 +30,7 @@ pub(super) fn stored_findings(rows: &[Row]) -> HashMap<String, Stored> {
                 r.first()?.text()?.to_owned(),
                 Stored {
                     subject: r.get(5).and_then(Val::text).unwrap_or("").to_owned(),
+                    category: r.get(6).and_then(Val::text).unwrap_or("").to_owned(),
                     observed: r.get(1).and_then(Val::text).unwrap_or("").to_owned(),
                     class: r.get(2).and_then(Val::text).unwrap_or("").to_owned(),
                     changed_by: r.get(3).and_then(Val::text).unwrap_or("[]").to_owned(),
@@ -158,7 +161,7 @@ pub(super) fn applied_writes(
     };
     let mut gone: Vec<&str> = Vec::new();
     for (signature, old) in stored {
-        if verified(old.subject.as_str()) {
+        if resolved_by_apply(&old.category) && verified(old.subject.as_str()) {
             gone.push(signature);
             batch.cluster(signature, &old.observed).leave();
         }
@@ -171,6 +174,22 @@ pub(super) fn applied_writes(
 /// something, or it says what it verified.
 pub(super) fn closes_findings(report: &Report) -> bool {
     !report.changed.is_empty() || report.verified_except.is_some()
+}
+
+/// Whether a finding of this category is one an apply that verified its
+/// subject resolved: the resource's own declared fields (changed, deleted,
+/// of another type, or not converged). Not a Tree's `unmanaged` entry (kept
+/// unless the Tree purges: the Tree is found as declared with the entry
+/// still there), nor `invalid_live_config` (its subject,
+/// `ValidationGroup[..]`, is no declared resource, so never in
+/// `verified_except`, and an apply that changes nothing in the group runs
+/// no validator), nor `activation_owed`, nor a category this server does
+/// not know: those wait for the next check (fail closed).
+fn resolved_by_apply(category: &str) -> bool {
+    matches!(
+        category,
+        "changed_outside" | "deleted_outside" | "type_changed" | "not_converged"
+    )
 }
 
 /// Whether a finding's subject is a resource (`Kind[name]`), not

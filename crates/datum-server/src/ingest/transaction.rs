@@ -129,7 +129,7 @@ impl Phases for Ingest {
                     checking.iter().chain(&closing).copied().collect();
                 stmts.extend(with_findings.chunks(CHUNK).map(|c| {
                     hosts_in(
-                        "SELECT signature, observed, class, changed_by, host, subject \
+                        "SELECT signature, observed, class, changed_by, host, subject, category \
                          FROM findings WHERE host IN",
                         c,
                     )

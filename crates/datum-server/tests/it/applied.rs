@@ -199,6 +199,54 @@ fn an_apply_closes_the_findings_of_the_resources_it_verified() {
     on_both!(an_apply_closes_what_it_verified);
 }
 
+/// A finding an apply does not resolve stays open though its subject is
+/// verified: a Tree's `unmanaged` entry (kept unless the Tree purges, so
+/// the Tree is found as declared with the entry still there), a group's
+/// `invalid_live_config` (`ValidationGroup[nginx]` is no declared
+/// resource, so never in `verified_except`, and an apply that changes
+/// nothing in the group runs no validator) and an `activation_owed`; a
+/// Tree's changed entry closes. A changed Tree too leaves its `unmanaged`
+/// finding open.
+async fn an_apply_keeps_what_it_does_not_resolve<B: Backend>(f: &Fleet<B>) {
+    let of = |subject: &str, category: &str| {
+        let mut x = finding(subject, "obs-1", "normal");
+        x.category = category.into();
+        x.signature = datum_fleet::report::finding_signature(subject, category, &x.paths);
+        x
+    };
+    let mut check = report("web-09", ReportKind::Check, 1, 1_000);
+    check.findings = vec![
+        of("Tree[site]", "changed_outside"),
+        of("Tree[site]", "unmanaged"),
+        of("ValidationGroup[nginx]", "invalid_live_config"),
+        of("Service[nginx]", "activation_owed"),
+        of("File[gone]", "deleted_outside"),
+    ];
+    assert!(ingest(f, &check).await);
+    let mut all = report("web-09", ReportKind::Apply, 2, 2_000);
+    all.verified_except = Some(vec![]);
+    assert!(ingest(f, &all).await);
+    assert_eq!(
+        open(f, "web-09").await,
+        ["Service[nginx]", "Tree[site]", "ValidationGroup[nginx]"],
+        "only the changed and deleted ones close"
+    );
+    let mut changed = report("web-09", ReportKind::Apply, 3, 3_000);
+    changed.changed = vec!["Tree[site]".into()];
+    changed.changed_total = 1;
+    assert!(ingest(f, &changed).await);
+    assert_eq!(
+        open(f, "web-09").await,
+        ["Service[nginx]", "Tree[site]", "ValidationGroup[nginx]"],
+        "a changed Tree keeps its unmanaged entry"
+    );
+}
+
+#[test]
+fn an_apply_leaves_open_what_it_does_not_resolve() {
+    on_both!(an_apply_keeps_what_it_does_not_resolve);
+}
+
 /// A host's last report may be a check of a revision it has not applied:
 /// the hosts view says both, as the host page does ("Revision", "Last
 /// applied"), and the rollout lists it as not applied yet.
