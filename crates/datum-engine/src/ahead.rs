@@ -14,7 +14,7 @@
 //!   User, a Directory or a Package may change what a later file's staging
 //!   reads: an owner, a parent folder), nor past a File writing an account
 //!   file (`/etc/passwd`: an owner's number);
-//! - at most [`STAGE_AHEAD`] positions ahead of the loop, so the copies that
+//! - at most [`stage_ahead`] positions ahead of the loop, so the copies that
 //!   exist at once (open, their content kept for the validator) stay bounded.
 //!
 //! The loop takes a resource's copy when it reaches it ([`Ahead::take`]) and
@@ -38,8 +38,13 @@ use crate::observe::Observations;
 use crate::select::PassOptions;
 
 /// How many positions ahead of the loop a resource may be staged: the
-/// copies staged and not yet taken exist together.
-pub(crate) const STAGE_AHEAD: usize = 128;
+/// copies staged and not yet taken exist together, two descriptors each, so
+/// this is this process's share of its open files for them
+/// ([`datum_host::descriptors::Budget::stage_ahead`]: an eighth of the soft
+/// limit less a reserve, 8 to 128; 120 at a soft limit of 1,024).
+pub(crate) fn stage_ahead() -> usize {
+    datum_host::descriptors::Budget::of_this_process().stage_ahead
+}
 
 /// How many threads stage ahead: fsync waits for the disk, not the CPU, and
 /// a file system commits fsyncs that arrive together at once (on this
@@ -178,7 +183,7 @@ impl<'p, 'a> Ahead<'p, 'a> {
     /// Whether plan entry `k` may be claimed now.
     fn open(&self, state: &State, k: usize) -> bool {
         self.plan.get(k).is_some_and(|&(index, gate)| {
-            state.current >= gate && index < state.current + STAGE_AHEAD
+            state.current >= gate && index < state.current + stage_ahead()
         })
     }
 
@@ -199,7 +204,7 @@ impl<'p, 'a> Ahead<'p, 'a> {
                     state.next += 1;
                     continue;
                 }
-                if state.current >= gate && index < state.current + STAGE_AHEAD {
+                if state.current >= gate && index < state.current + stage_ahead() {
                     state.next += 1;
                     break index;
                 }

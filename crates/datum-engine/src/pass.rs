@@ -10,7 +10,7 @@
 //! - **Staging ahead** (`ahead`): resources of a kind whose staging touches
 //!   nothing live ([`datum_providers::Capabilities::stages_ahead`]: File), that require nothing,
 //!   have no validator and are neither held, quarantined nor refused, are
-//!   staged by worker threads up to `ahead::STAGE_AHEAD` positions before
+//!   staged by worker threads up to `ahead::stage_ahead()` positions before
 //!   the loop reaches them: each copy written, given its owner and mode and
 //!   fsynced on its own thread, so the file system commits many fsyncs
 //!   together, while the loop activates the ones before. The loop then runs

@@ -13,7 +13,7 @@ use datum_providers::file::FileProvider;
 use datum_store::Store;
 use serde_json::json;
 
-use crate::ahead::STAGE_AHEAD;
+use crate::ahead::stage_ahead;
 use crate::{Mode, PassContext, PassSummary, SilentReporter, run_pass};
 
 fn file(name: &str, path: &str, content: &str) -> Resource {
@@ -83,7 +83,7 @@ fn many_new_files_cost_one_directory_fsync_per_folder() {
     std::fs::create_dir_all(root.path().join("a")).unwrap();
     std::fs::create_dir_all(root.path().join("b")).unwrap();
     // More than one run staged ahead, in two folders.
-    let in_a = STAGE_AHEAD * 2 + 7;
+    let in_a = stage_ahead() * 2 + 7;
     let mut resources: Vec<Resource> = (0..in_a)
         .map(|i| file(&format!("a{i}"), &format!("/a/f{i}"), &format!("a {i}\n")))
         .collect();

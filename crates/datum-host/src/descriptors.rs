@@ -1,12 +1,82 @@
 //! How many file descriptors this process's table has room for: the one
 //! setting Datum's binary makes before it starts a thread
 //! ([`make_room_before_threads`]); and how many the server may open
-//! ([`take_hard_open_files_limit`]). A pass does not raise its limit: it
-//! keeps at most a quarter of it in folder handles (the host's folder
-//! cache), and the programs it starts inherit the limit it was given.
+//! ([`take_hard_open_files_limit`]); and how a pass shares the limit it was
+//! given ([`Budget`]). A pass does not raise its limit: it shares it between
+//! its folder handles (the host's folder cache), the folders owed an fsync
+//! and the copies staged ahead, and the programs it starts inherit the
+//! limit it was given.
 //!
 //! Owns: those settings. Must not: open, keep or close anything of its own
 //! beyond the moment it takes.
+
+/// Descriptors left out of [`Budget`] for everything a pass holds besides
+/// its folder handles, folders owed an fsync and copies staged ahead: the
+/// state store and its journal, logs, standard streams, pipes to programs,
+/// a Tree walk's folders.
+pub const RESERVE: u64 = 64;
+
+/// The most folders kept open by the host's folder cache: the 100,000-File
+/// estate of the scaling benchmark is in about 1,000 folders.
+pub const FOLDERS_MOST: usize = 4096;
+/// The most folders owed a deferred fsync at once.
+pub const PENDING_MOST: usize = 256;
+/// The most copies staged ahead of a pass's loop at once.
+pub const STAGE_AHEAD_MOST: usize = 128;
+
+/// How a pass shares the descriptors its soft limit of open files allows
+/// between the three things that hold many of them: the folder cache, the
+/// folders owed an fsync (`crate::Durability`) and the copies staged ahead
+/// (the engine's `ahead.rs`, two descriptors each). Of the soft limit less
+/// [`RESERVE`], a quarter each goes to the cache and the fsync backlog and
+/// an eighth of copies (a quarter in descriptors) to staging ahead, so the
+/// three together stay under three quarters of it; each has a floor (16,
+/// 16, 8) and the former fixed values as its ceiling. At a soft limit of
+/// 1,024 that is 240/240/120, at 512 112/112/56, at 256 48/48/24.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Folders the host's folder cache keeps open.
+    pub folders: usize,
+    /// Folders owed an fsync at once.
+    pub pending: usize,
+    /// Copies staged ahead at once.
+    pub stage_ahead: usize,
+}
+
+impl Budget {
+    /// The budget for a soft limit of `soft` open files (`None`: unlimited).
+    pub fn for_soft_limit(soft: Option<u64>) -> Self {
+        let Some(soft) = soft else {
+            return Self {
+                folders: FOLDERS_MOST,
+                pending: PENDING_MOST,
+                stage_ahead: STAGE_AHEAD_MOST,
+            };
+        };
+        let budget = soft.saturating_sub(RESERVE);
+        let share = |divisor: u64, fewest: usize, most: usize| {
+            usize::try_from(budget / divisor)
+                .unwrap_or(most)
+                .clamp(fewest, most)
+        };
+        Self {
+            folders: share(4, 16, FOLDERS_MOST),
+            pending: share(4, 16, PENDING_MOST),
+            stage_ahead: share(8, 8, STAGE_AHEAD_MOST),
+        }
+    }
+
+    /// The budget of this process: its soft limit read the first time it is
+    /// asked for (a pass never changes its limit: the programs it starts
+    /// inherit the one it was given).
+    pub fn of_this_process() -> Self {
+        static BUDGET: std::sync::OnceLock<Budget> = std::sync::OnceLock::new();
+        *BUDGET.get_or_init(|| {
+            let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+            Self::for_soft_limit(limit.current)
+        })
+    }
+}
 
 /// Descriptors a pass usually holds at most (its folder handles: one per
 /// directory of a 20,000-file estate is about 200).
@@ -62,6 +132,33 @@ fn raise_open_files_limit(most: u64) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
+    use super::Budget;
+
+    #[test]
+    fn the_budget_shares_the_soft_limit_less_a_reserve() {
+        let at = |soft| {
+            let b = Budget::for_soft_limit(soft);
+            (b.folders, b.pending, b.stage_ahead)
+        };
+        assert_eq!(at(Some(1024)), (240, 240, 120));
+        assert_eq!(at(Some(512)), (112, 112, 56));
+        assert_eq!(at(Some(256)), (48, 48, 24));
+        // Floors below a limit that leaves little or nothing after the reserve.
+        assert_eq!(at(Some(128)), (16, 16, 8));
+        assert_eq!(at(Some(10)), (16, 16, 8));
+        // Ceilings: the former fixed values.
+        assert_eq!(at(Some(1 << 16)), (4096, 256, 128));
+        assert_eq!(at(Some(u64::MAX)), (4096, 256, 128));
+        assert_eq!(at(None), (4096, 256, 128));
+        // The three stay within the budget: a quarter, a quarter, and an
+        // eighth of copies of two descriptors each.
+        for soft in [256u64, 384, 512, 1024, 4096] {
+            let b = Budget::for_soft_limit(Some(soft));
+            let held = b.folders + b.pending + 2 * b.stage_ahead;
+            assert!(held as u64 <= soft - super::RESERVE, "{soft}: {b:?}");
+        }
+    }
+
     /// The table's size is what /proc/self/status calls FDSize.
     fn table_size() -> usize {
         let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");

@@ -2,7 +2,8 @@
 //! cache, so that a File next to one reached before costs one `fstatat`.
 //!
 //! Bounded: at most [`DirCache::most`] folders are kept open (a quarter of
-//! the soft limit of open files, between [`FEWEST`] and [`MOST`]), the least
+//! the soft limit of open files less a reserve, between 16 and 4,096:
+//! [`crate::descriptors::Budget`]), the least
 //! recently used let go past that (its handle closed once nothing else holds
 //! it). Before, every folder reached stayed open to the end of the pass, so
 //! Files in more folders than the descriptor limit failed with "Too many
@@ -26,23 +27,6 @@ use hashlink::LruCache;
 
 use crate::Dir;
 
-/// The fewest folders kept open, whatever the limit.
-pub(crate) const FEWEST: usize = 64;
-
-/// The most folders kept open: the 100,000-File estate of the scaling
-/// benchmark is in about 1,000 folders, the standard one in about 200.
-pub(crate) const MOST: usize = 4096;
-
-/// How many folders a pass keeps open under a soft limit of `soft` open
-/// files (`None`: unlimited): a quarter of it, the rest left for what a
-/// pass holds besides (the folders owed a deferred fsync, at most 256, the
-/// state store, a Tree's walk, pipes to programs). A shell's or a systemd
-/// service's 1,024 gives 256; 16,384 or more gives [`MOST`].
-pub(crate) fn most_for(soft: Option<u64>) -> usize {
-    soft.map_or(MOST, |soft| usize::try_from(soft / 4).unwrap_or(MOST))
-        .clamp(FEWEST, MOST)
-}
-
 /// The open folders, by declared path, least recently used first out.
 pub(crate) struct DirCache {
     open: LruCache<PathBuf, Dir>,
@@ -58,10 +42,10 @@ impl std::fmt::Debug for DirCache {
 }
 
 impl DirCache {
-    /// Bounded for this process's soft limit of open files now.
+    /// Bounded by this process's share of open files for folder handles
+    /// ([`crate::descriptors::Budget`]).
     pub(crate) fn for_this_process() -> Self {
-        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-        Self::with_most(most_for(limit.current))
+        Self::with_most(crate::descriptors::Budget::of_this_process().folders)
     }
 
     /// At most `most` folders kept open (at least one).
@@ -114,15 +98,6 @@ mod tests {
 
     use super::*;
     use crate::{Host, HostError};
-
-    #[test]
-    fn a_quarter_of_the_soft_limit_is_kept_open_within_bounds() {
-        assert_eq!(most_for(Some(1024)), 256);
-        assert_eq!(most_for(Some(65_536)), MOST);
-        assert_eq!(most_for(Some(100)), FEWEST);
-        assert_eq!(most_for(None), MOST);
-        assert_eq!(most_for(Some(u64::MAX)), MOST);
-    }
 
     /// A host keeping at most `most` folders open.
     fn host_keeping(root: &Path, most: usize) -> Host {

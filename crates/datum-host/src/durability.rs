@@ -10,7 +10,7 @@
 //! and [`Durability::flush`] fsyncs each remembered directory once: 40
 //! directory fsyncs for those 2,000 files, or 1 for N files in one
 //! directory. Each directory owed is an open descriptor, so at most
-//! [`PENDING_MOST`] are owed at once: the one past them flushes them first.
+//! [`Budget::pending`] are owed at once: the one past them flushes them first.
 //!
 //! # Why this is safe
 //!
@@ -49,14 +49,18 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::descriptors::Budget;
 use crate::{Dir, HostError};
 
 /// The most directories owed an fsync at once, each held open until it is
-/// made. Unbounded, a Tree renaming files into a thousand folders held a
-/// thousand descriptors and failed under the usual limit of 1,024 ('Too
-/// many open files'); a pass writing into fewer folders (the 20,000 Files
-/// of an estate are in about 200) still makes one fsync per folder.
-pub const PENDING_MOST: usize = 256;
+/// made: this process's share for them ([`Budget::pending`], at most 256).
+/// Unbounded, a Tree renaming files into a thousand folders held a thousand
+/// descriptors and failed under the usual limit of 1,024 ('Too many open
+/// files'); a pass writing into fewer folders (the 20,000 Files of an estate
+/// are in about 200) still makes one fsync per folder.
+fn pending_most() -> usize {
+    Budget::of_this_process().pending
+}
 
 /// Directories whose renames are not yet durable, shared by clones.
 #[derive(Debug, Clone, Default)]
@@ -131,7 +135,7 @@ impl Durability {
     /// Remembers that an entry was renamed into `dir`: its fsync is owed
     /// until the next [`Durability::flush`].
     /// Each one owed is held open (a descriptor), so at most
-    /// [`PENDING_MOST`] are: the one that would be more flushes them all
+    /// [`Budget::pending`] are: the one that would be more flushes them all
     /// first (a failure is kept for the next flush, as ever).
     pub fn defer(&self, dir: &Dir) {
         let key = Key::of(dir);
@@ -139,7 +143,7 @@ impl Durability {
         if state.pending.contains_key(&key) {
             return;
         }
-        if state.pending.len() >= PENDING_MOST {
+        if state.pending.len() >= pending_most() {
             drop(state);
             // Its failures stay in the list: every later flush fails too.
             let _ = self.flush();
@@ -236,12 +240,12 @@ mod tests {
     #[test]
     fn at_most_pending_most_directories_are_held_open() {
         // A directory owed an fsync is a descriptor held: the one past
-        // PENDING_MOST flushes those owed first, so a walk renaming into a
+        // pending_most() flushes those owed first, so a walk renaming into a
         // thousand folders never holds a thousand descriptors.
         let root = tempfile::tempdir().unwrap();
         let host = Host::new(root.path());
         let durability = host.durability().clone();
-        let count = PENDING_MOST + 44;
+        let count = pending_most() + 44;
         for i in 0..count {
             std::fs::create_dir(root.path().join(format!("d{i}"))).unwrap();
             let at = host.locate(Path::new(&format!("/d{i}/f"))).unwrap();
@@ -251,7 +255,7 @@ mod tests {
         }
         assert_eq!(
             durability.dir_syncs(),
-            PENDING_MOST as u64,
+            pending_most() as u64,
             "the owed directories flushed when one more came"
         );
         durability.flush().unwrap();
