@@ -367,14 +367,15 @@ fn configured_paths(
 
 /// A leaf that is `null` on one side and `""` on the other (the plan parser already
 /// leaves out `null` against `{}` or `[]`: neither has a leaf). A sensitive leaf has no
-/// values to tell, and is a change.
+/// values to tell, and is a change; so is a key missing on one side (a tag holding `""`
+/// added or removed outside: [`LeafDiff::missing`]).
 fn null_against_empty_string(leaf: &LeafDiff) -> bool {
     let absent = |side: &Option<Leaf>| {
         side.as_ref().is_some_and(|l| {
             l.is_null() || matches!(l, Leaf::Value(serde_json::Value::String(s)) if s.is_empty())
         })
     };
-    !leaf.sensitive && absent(&leaf.before) && absent(&leaf.after)
+    !leaf.sensitive && !leaf.missing && absent(&leaf.before) && absent(&leaf.after)
 }
 
 /// Classify the drift of `refresh` against `normal` (absent with `--drift-only`).
@@ -645,6 +646,7 @@ mod tests {
             before: Some(before.into()),
             after: Some(after.into()),
             sensitive: false,
+            missing: false,
         }
     }
 
@@ -1350,6 +1352,43 @@ mod tests {
     }
 
     #[test]
+    fn a_key_holding_an_empty_string_added_or_removed_outside_is_drift() {
+        // A tag whose value is "" (a marker tag, `Backup = ""`) removed or added by hand:
+        // the key is missing on one side, which the parser also writes as null, but it is
+        // not how an absent value is written; only an explicit null against "" (a set
+        // member's `description`, the key on both sides) is that.
+        let plan = |before: &str, after: &str| {
+            let text = format!(
+                r#"{{"format_version":"1.2","resource_drift":[
+                  {{"address":"aws_s3_bucket.b","mode":"managed","change":{{"actions":["update"],
+                    "before":{before},"after":{after},
+                    "before_sensitive":false,"after_sensitive":false}}}}]}}"#
+            );
+            crate::plan::parse_plan(
+                text.as_bytes(),
+                "t.json",
+                crate::plan::PlanRole::RefreshOnly,
+                &crate::mask::Masker::new(&[]).unwrap(),
+            )
+            .unwrap()
+        };
+        let marked = r#"{"tags":{"Backup":""},"tags_all":{"Backup":""}}"#;
+        let unmarked = r#"{"tags":{},"tags_all":{}}"#;
+        for (before, after) in [(marked, unmarked), (unmarked, marked)] {
+            let report = classify_plain(&plan(before, after), None);
+            assert_eq!(report.findings.len(), 1, "{before} -> {after}");
+        }
+        let report = classify_plain(
+            &plan(
+                r#"{"ingress":[{"description":null,"from_port":443}]}"#,
+                r#"{"ingress":[{"description":"","from_port":443}]}"#,
+            ),
+            None,
+        );
+        assert!(report.findings.is_empty(), "{:?}", report.findings);
+    }
+
+    #[test]
     fn null_versus_empty_is_not_drift() {
         // The plan parser found no leaf that differs (tags: null -> {}).
         let refresh = Plan {
@@ -1393,6 +1432,7 @@ mod tests {
                 before: None,
                 after: None,
                 sensitive: true,
+                missing: false,
             }],
         ] {
             let refresh = Plan {
@@ -1414,6 +1454,7 @@ mod tests {
                     before: None,
                     after: None,
                     sensitive: true,
+                    missing: false,
                 }],
             )],
             ..Plan::default()

@@ -177,6 +177,11 @@ pub struct LeafDiff {
     pub before: Option<Leaf>,
     pub after: Option<Leaf>,
     pub sensitive: bool,
+    /// The side written `null` has no such key or element at all (a map key added or
+    /// removed: a tag holding `""`), rather than the key with an explicit `null`; set only
+    /// for a leaf that is `""` on the other side. Such a leaf is a change, not a different
+    /// way of writing an absent value.
+    pub missing: bool,
 }
 
 /// A managed resource instance that changed outside OpenTofu (`resource_drift`).

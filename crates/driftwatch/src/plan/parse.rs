@@ -1119,6 +1119,33 @@ fn is_null(raw: &RawValue) -> bool {
     raw.get().trim() == "null"
 }
 
+/// Whether `raw` holds an explicit `null` at `path` (every step there, the last one
+/// written `null`): not a missing key or element, nor a `null` above it. Anything that
+/// cannot be read says no.
+fn explicit_null_at(raw: Option<&RawValue>, path: &Path) -> bool {
+    let Some(mut here) = raw else {
+        return false;
+    };
+    for step in &path.0 {
+        if is_null(here) {
+            return false;
+        }
+        let next = match step {
+            Step::Key(key) => serde_json::from_str::<BTreeMap<String, &RawValue>>(here.get())
+                .ok()
+                .and_then(|m| m.get(key).copied()),
+            Step::Index(i) => serde_json::from_str::<Vec<&RawValue>>(here.get())
+                .ok()
+                .and_then(|v| usize::try_from(*i).ok().and_then(|i| v.get(i).copied())),
+        };
+        match next {
+            Some(next) => here = next,
+            None => return false,
+        }
+    }
+    is_null(here)
+}
+
 fn inside_change(source_name: &str) -> impl Fn(serde_json::Error) -> PlanError + '_ {
     move |e| PlanError::Json {
         source_name: source_name.to_owned(),
@@ -1150,13 +1177,23 @@ fn drift_diffs(
                 before: None,
                 after: None,
                 sensitive: true,
+                missing: false,
             }
         } else {
+            // Both a missing key and an explicit null come back as no leaf: told apart
+            // (in the raw value) only where the other side is "", which classify drops
+            // as an absent value written two ways unless a key is missing.
+            let empty =
+                |l: &Option<Leaf>| matches!(l, Some(Leaf::Value(Value::String(s))) if s.is_empty());
+            let missing =
+                (old.is_none() && empty(&new) && !explicit_null_at(raw.change.before, &path))
+                    || (new.is_none() && empty(&old) && !explicit_null_at(raw.change.after, &path));
             LeafDiff {
                 path,
                 before: Some(old.unwrap_or_else(Leaf::null)),
                 after: Some(new.unwrap_or_else(Leaf::null)),
                 sensitive: false,
+                missing,
             }
         });
     }
