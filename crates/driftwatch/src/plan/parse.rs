@@ -1222,7 +1222,21 @@ fn withhold_copies(diffs: &mut Vec<LeafDiff>, hidden: &Hidden) {
                 .into_iter()
                 .flatten()
                 .any(|leaf| holds(hidden, leaf));
-            let under_key = hidden.key_depth(&diff.path);
+            // A key is shown as a path: one that is, or holds, a hidden string (a map keyed
+            // by an unmarked arn that holds a sensitive name) is cut as a hidden key is.
+            let key_holds = diff
+                .path
+                .0
+                .iter()
+                .enumerate()
+                .skip(1)
+                .find_map(|(depth, step)| {
+                    matches!(step, Step::Key(k) if hidden.holds_string(k)).then_some(depth)
+                });
+            let under_key = match (hidden.key_depth(&diff.path), key_holds) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             if copied || under_key.is_some() {
                 if let Some(depth) = under_key {
                     diff.path = Path(diff.path.0[..depth].to_vec());
@@ -2007,6 +2021,28 @@ mod tests {
             let plan = parse(&text.replace(gone, ""), PlanRole::RefreshOnly).unwrap();
             assert!(plan.drift[0].diffs[1].sensitive, "{kept}");
         }
+    }
+
+    #[test]
+    fn a_map_key_holding_a_marked_string_is_withheld() {
+        // A map keyed by a queue's computed arn (unmarked, holding the sensitive name) or
+        // by a marked string itself, drifted in a resource that marks nothing: the keys
+        // are paths, shown as the values would be.
+        let text = r#"{"format_version":"1.2","resource_drift":[
+          {"address":"aws_iam_role.app","mode":"managed","change":{"actions":["update"],
+            "before":{"tags":{}},
+            "after":{"tags":{"arn:aws:sqs:eu-central-1:1:q-CANARY-name":"1","q-CANARY-name":"2","plain":"3"}},
+            "before_sensitive":{"tags":{}},"after_sensitive":{"tags":{}}}}],
+          "prior_state":{"values":{"root_module":{"resources":[
+            {"address":"aws_sqs_queue.q","values":{"name":"q-CANARY-name"},"sensitive_values":{"name":true}}]}}}}"#;
+        let plan = parse(text, PlanRole::RefreshOnly).unwrap();
+        assert!(!format!("{plan:?}").contains("CANARY"), "{plan:?}");
+        let shown: Vec<String> = plan.drift[0]
+            .diffs
+            .iter()
+            .map(|d| format!("{} {}", d.path, d.sensitive))
+            .collect();
+        assert_eq!(shown, ["tags true", "tags.plain false"]);
     }
 
     #[test]
