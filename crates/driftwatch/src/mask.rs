@@ -130,7 +130,7 @@ pub fn sensitive_depth(marker: Option<&Value>, path: &Path) -> Option<usize> {
 /// hidden as well).
 ///
 /// A string is also a copy when it holds a hidden string of at least [`EMBEDDED_MIN`]
-/// bytes inside it, as it is or JSON-escaped (see [`embedded_forms`]): a provider builds
+/// bytes inside it, as it is or JSON-escaped (see `embedded_forms`): a provider builds
 /// one attribute from another (an ARN from a sensitive name, a policy document from a
 /// sensitive condition value) and copies the result unmarked (the AWS provider's
 /// `aws_iam_role.inline_policy`). Shorter hidden strings are withheld only where they are
