@@ -358,6 +358,10 @@ pub fn parse_reader<R: std::io::Read>(
         for entry in &mut plan.drift {
             withhold_copies(&mut entry.diffs, &secrets);
         }
+        // An unapplied change's paths are shown too (pending changes, replace paths).
+        for change in &mut plan.changes {
+            withhold_keys(change, &secrets);
+        }
     }
     plan.format_version = version;
     plan.incomplete = header.complete == Some(false);
@@ -416,13 +420,52 @@ pub fn check_refreshed(refresh: &Plan, normal: &Plan) -> Result<(), PlanError> {
 /// in a plan whose drift is read with values and, once its drift list has been read, only
 /// when some drifted leaf is shown (a large plan with no drift, or drift of secrets only,
 /// reads no state).
+///
+/// A change's paths are shown too, with no values: only a map key past the attribute's
+/// name can hold a marked string there, so a plan whose changes (read before `output_changes`,
+/// `prior_state` and `configuration`) have such a path learns from those members as well.
 fn copies_may_show(plan: &Plan, drift_read: bool) -> bool {
-    plan.role != PlanRole::Normal
+    (plan.role != PlanRole::Normal
         && (!drift_read
             || plan
                 .drift
                 .iter()
-                .any(|d| d.diffs.iter().any(|diff| !diff.sensitive)))
+                .any(|d| d.diffs.iter().any(|diff| !diff.sensitive))))
+        || plan.changes.iter().any(|c| {
+            [&c.changed_paths, &c.unknown_paths, &c.replace_paths]
+                .into_iter()
+                .flatten()
+                .any(|p| p.0.iter().skip(1).any(|s| matches!(s, Step::Key(_))))
+        })
+}
+
+/// Cut each path of an unapplied change at the first map key (past the attribute's name)
+/// that is, or holds, a hidden string, as [`withhold_copies`] cuts a drifted leaf's path;
+/// a cut path keeps no digest of the value the apply sets.
+fn withhold_keys(change: &mut ChangeEntry, hidden: &Hidden) {
+    let cut_at = |path: &Path| {
+        path.0.iter().enumerate().skip(1).find_map(|(depth, step)| {
+            matches!(step, Step::Key(k) if hidden.holds_string(k)).then_some(depth)
+        })
+    };
+    change.changed_to.retain(|(path, _)| cut_at(path).is_none());
+    for paths in [
+        &mut change.changed_paths,
+        &mut change.unknown_paths,
+        &mut change.replace_paths,
+    ] {
+        let mut cut = false;
+        for path in paths.iter_mut() {
+            if let Some(depth) = cut_at(path) {
+                path.0.truncate(depth);
+                cut = true;
+            }
+        }
+        if cut {
+            paths.sort();
+            paths.dedup();
+        }
+    }
 }
 
 /// How many bytes of variable values may wait for the `configuration` to say which
@@ -2043,6 +2086,37 @@ mod tests {
             .map(|d| format!("{} {}", d.path, d.sensitive))
             .collect();
         assert_eq!(shown, ["tags true", "tags.plain false"]);
+    }
+
+    #[test]
+    fn a_map_key_holding_a_marked_string_is_withheld_in_an_unapplied_change() {
+        // The normal plan's changes are shown as paths (pending changes): a key holding a
+        // string the state marks is cut there as in the drift, and keeps no digest.
+        let text = r#"{"format_version":"1.2","resource_changes":[
+          {"address":"aws_iam_role.app","mode":"managed","change":{"actions":["update"],
+            "before":{"tags":{}},
+            "after":{"tags":{"x-q-CANARY-name-y":"1","plain":"2"}},
+            "replace_paths":[["tags","x-q-CANARY-name-y"]],
+            "before_sensitive":{"tags":{}},"after_sensitive":{"tags":{}}}},
+          {"address":"aws_sqs_queue.q","mode":"managed","change":{"actions":["no-op"],
+            "before":{"name":"q-CANARY-name"},"after":{"name":"q-CANARY-name"},
+            "before_sensitive":{"name":true},"after_sensitive":{"name":true}}}],
+          "prior_state":{"values":{"root_module":{"resources":[
+            {"address":"aws_sqs_queue.q","values":{"name":"q-CANARY-name"},"sensitive_values":{"name":true}}]}}}}"#;
+        for role in [PlanRole::Normal, PlanRole::Combined] {
+            let plan = parse(text, role).unwrap();
+            assert!(!format!("{plan:?}").contains("CANARY"), "{plan:?}");
+            let change = &plan.changes[0];
+            let shown = |paths: &[Path]| paths.iter().map(Path::to_string).collect::<Vec<_>>();
+            assert_eq!(shown(&change.changed_paths), ["tags", "tags.plain"]);
+            assert_eq!(shown(&change.replace_paths), ["tags"]);
+            let digests: Vec<String> = change
+                .changed_to
+                .iter()
+                .map(|(p, _)| p.to_string())
+                .collect();
+            assert_eq!(digests, ["tags.plain"]);
+        }
     }
 
     #[test]

@@ -283,3 +283,72 @@ fn a_secret_inside_a_longer_unmarked_string_is_withheld() {
         out.stdout
     );
 }
+
+/// An unapplied change (not drift) whose map key holds a string the state marks: the
+/// normal plan's paths are shown as pending changes, so `tags.x-q-CANARY-7f3a-name-y` is
+/// cut at `tags` there as a drifted leaf's path is. Nothing drifted, so the refresh-only
+/// plan learns nothing: the normal plan learns from its own `prior_state`.
+#[test]
+fn a_map_key_holding_a_marked_string_in_an_unapplied_change_is_withheld() {
+    let dir = tempfile::tempdir().unwrap();
+    let (refresh, plan, md) = (
+        dir.path().join("refresh_only.json"),
+        dir.path().join("plan.json"),
+        dir.path().join("drift.md"),
+    );
+    let state = r#""prior_state":{"values":{"root_module":{"resources":[
+        {"address":"aws_sqs_queue.q","mode":"managed","type":"aws_sqs_queue","name":"q",
+         "values":{"name":"q-CANARY-7f3a-name"},"sensitive_values":{"name":true}}]}}}"#;
+    std::fs::write(
+        &refresh,
+        format!(r#"{{"format_version":"1.2","resource_drift":[],{state}}}"#),
+    )
+    .unwrap();
+    std::fs::write(
+        &plan,
+        format!(
+            r#"{{"format_version":"1.2","resource_changes":[
+          {{"address":"aws_iam_role.app","mode":"managed","type":"aws_iam_role","name":"app",
+            "change":{{"actions":["update"],
+            "before":{{"tags":{{}}}},"after":{{"tags":{{"x-q-CANARY-7f3a-name-y":"1","plain":"2"}}}},
+            "before_sensitive":{{"tags":{{}}}},"after_sensitive":{{"tags":{{}}}}}}}},
+          {{"address":"aws_sqs_queue.q","mode":"managed","type":"aws_sqs_queue","name":"q",
+            "change":{{"actions":["no-op"],
+            "before":{{"name":"q-CANARY-7f3a-name"}},"after":{{"name":"q-CANARY-7f3a-name"}},
+            "before_sensitive":{{"name":true}},"after_sensitive":{{"name":true}}}}}}],{state}}}"#
+        ),
+    )
+    .unwrap();
+    let both = || {
+        let mut c = driftwatch();
+        c.arg("report")
+            .arg("--refresh-plan")
+            .arg(&refresh)
+            .arg("--plan")
+            .arg(&plan);
+        c
+    };
+    let plan_alone = || {
+        let mut c = driftwatch();
+        c.arg("report").arg("--plan").arg(&plan);
+        c
+    };
+    for make in [&both as &dyn Fn() -> assert_cmd::Command, &plan_alone] {
+        for format in ["human", "json", "markdown"] {
+            let out = outcome(
+                make()
+                    .arg("--output")
+                    .arg(format)
+                    .arg("--markdown")
+                    .arg(&md),
+            );
+            assert!(out.code == 0 || out.code == 2, "{}", out.stderr);
+            assert_clean(format, &out.stdout);
+            assert_clean("stderr", &out.stderr);
+            assert_clean("markdown file", &std::fs::read_to_string(&md).unwrap());
+            // The pending change is still shown, cut at the map.
+            assert!(out.stdout.contains("aws_iam_role.app"), "{}", out.stdout);
+            assert!(out.stdout.contains("tags.plain"), "{}", out.stdout);
+        }
+    }
+}
