@@ -443,11 +443,7 @@ fn copies_may_show(plan: &Plan, drift_read: bool) -> bool {
 /// that is, or holds, a hidden string, as [`withhold_copies`] cuts a drifted leaf's path;
 /// a cut path keeps no digest of the value the apply sets.
 fn withhold_keys(change: &mut ChangeEntry, hidden: &Hidden) {
-    let cut_at = |path: &Path| {
-        path.0.iter().enumerate().skip(1).find_map(|(depth, step)| {
-            matches!(step, Step::Key(k) if hidden.holds_string(k)).then_some(depth)
-        })
-    };
+    let cut_at = |path: &Path| first_key_holding(path, hidden);
     change.changed_to.retain(|(path, _)| cut_at(path).is_none());
     for paths in [
         &mut change.changed_paths,
@@ -1257,6 +1253,14 @@ fn drift_diffs(
 /// Withhold every leaf of `diffs` (sorted by path) that holds a value `hidden` holds, or
 /// sits under one of its keys (cut at that key), then merge the leaves of one withheld
 /// value into one.
+/// The depth of the first map key past the attribute's name in `path` that is, or holds,
+/// a hidden string: where a shown path is cut ([`withhold_copies`], [`withhold_keys`]).
+fn first_key_holding(path: &Path, hidden: &Hidden) -> Option<usize> {
+    path.0.iter().enumerate().skip(1).find_map(|(depth, step)| {
+        matches!(step, Step::Key(k) if hidden.holds_string(k)).then_some(depth)
+    })
+}
+
 fn withhold_copies(diffs: &mut Vec<LeafDiff>, hidden: &Hidden) {
     if !hidden.is_empty() {
         let mut cut = false;
@@ -1267,15 +1271,7 @@ fn withhold_copies(diffs: &mut Vec<LeafDiff>, hidden: &Hidden) {
                 .any(|leaf| holds(hidden, leaf));
             // A key is shown as a path: one that is, or holds, a hidden string (a map keyed
             // by an unmarked arn that holds a sensitive name) is cut as a hidden key is.
-            let key_holds = diff
-                .path
-                .0
-                .iter()
-                .enumerate()
-                .skip(1)
-                .find_map(|(depth, step)| {
-                    matches!(step, Step::Key(k) if hidden.holds_string(k)).then_some(depth)
-                });
+            let key_holds = first_key_holding(&diff.path, hidden);
             let under_key = match (hidden.key_depth(&diff.path), key_holds) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
