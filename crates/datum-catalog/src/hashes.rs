@@ -6,7 +6,7 @@
 //! nanoseconds, inode, device), the [`SourceHashes`] trait the compiler asks,
 //! and one implementation kept in a small text file ([`HashCacheFile`]). It
 //! must not decide where the file lives (the CLI does: next to the state
-//! store) and must not be trusted for writing: `datum_host::fs::content_bytes`
+//! store) and must not be trusted for writing: `datum_host::repo::content_bytes`
 //! hashes the bytes it is about to write and refuses them when they differ
 //! from the catalogue's hash, cache or not.
 //!

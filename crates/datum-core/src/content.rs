@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 ///
 /// Content from a repository file (`source:`) is not held in memory: the
 /// catalogue records its path, size and checksum, and whoever needs the bytes
-/// reads them through `datum_host::fs::content_bytes`, which refuses a file
+/// reads them through `datum_host::repo::content_bytes`, which refuses a file
 /// that changed since it was hashed. A catalogue of 20,000 files therefore
 /// costs their checksums, not their bytes. For such content `bytes` is empty:
 /// never read `bytes` without checking [`Content::source`].
