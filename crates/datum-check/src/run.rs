@@ -595,17 +595,8 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     };
 
     // History: first seen and passes per finding, inspection time per class.
-    let signatures: Vec<FindingSignature> = findings
-        .iter()
-        .map(|f| {
-            let s = f.finding.signature();
-            FindingSignature {
-                subject: s.subject,
-                category: s.category,
-                paths: s.paths,
-            }
-        })
-        .collect();
+    let signatures: Vec<FindingSignature> =
+        findings.iter().map(|f| f.finding.signature()).collect();
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for f in &findings {
         *counts.entry(f.finding.category.clone()).or_default() += 1;

@@ -441,12 +441,7 @@ impl State<'_> {
             self.say_failed(&failed);
             for f in package_files {
                 any_drift = true;
-                let sig = f.finding.signature();
-                signatures.push(FindingSignature {
-                    subject: sig.subject,
-                    category: sig.category,
-                    paths: sig.paths,
-                });
+                signatures.push(f.finding.signature());
                 if let Some(known) = self.known.get_mut(&f.id) {
                     known.kinds.push(f.finding.category.clone());
                     if known.state == "converged" {
@@ -950,12 +945,7 @@ fn inspect(
             0,
         ));
         known.kinds.push(f.finding.category.clone());
-        let sig = f.finding.signature();
-        signatures.push(FindingSignature {
-            subject: sig.subject,
-            category: sig.category,
-            paths: sig.paths,
-        });
+        signatures.push(f.finding.signature());
     }
     if quarantined.contains(&resource.id) {
         known.state = "quarantined";
