@@ -1,5 +1,7 @@
 //! What a pass tells the outside world: one report per resource and a summary.
-//! Renderers (human, JSON) live in the binary; this is data only.
+//! It is data only: the binary renders it (`crates/datum/src/render/`:
+//! human, JSON and Markdown, through `datum_report::render`), and the fleet
+//! report is built from it in `datum-reporting`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
