@@ -4,9 +4,10 @@
 //! `nginx -t` on what is on disk now). One finding each, for `datum check`
 //! and the agent's own checks alike, so exit 2 and the metrics say so.
 //!
-//! Report only, whatever the class's policy: reverting a file does not pay
-//! a reload, and the fix for a refused configuration is a repository change
-//! or a person. Findings carry the validator's one-line summary (validator,
+//! Report only, whatever the class's policy: nothing a policy reverts pays
+//! a debt left over (a revert of a file performs the reload it calls for
+//! itself, when it can: the engine's partial pass), and the fix for a
+//! refused configuration is a repository change or a person. Findings carry the validator's one-line summary (validator,
 //! host, version, status), never its output, which may echo a secret.
 //!
 //! Must not write to the host or the store: it reads the store's owed

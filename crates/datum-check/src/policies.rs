@@ -494,12 +494,15 @@ impl Policies<'_> {
         let wanted: HashSet<&ResourceId> = ids.iter().collect();
         // The whole catalogue, the pass visiting only the reverted
         // resources (as a partial apply visits its selection): it still
-        // tells which services a reverted file notifies, so their reload
-        // is owed, durably, as after a partial apply (the check's
-        // `activation_owed` until an apply pays it). A catalogue of the
-        // reverted resources alone hid the services, and the debt was
-        // dropped: the service kept running what the revert undid. Not
-        // `whole_catalogue`: a revert forgets no other resource's record.
+        // tells which services a reverted file notifies, and the engine
+        // reloads (or restarts) each after the revert, with the gates of a
+        // whole pass (its group validated), when the service is itself as
+        // declared; otherwise the activation stays owed, durably (the
+        // check's `activation_owed` until an apply pays it), and a warning
+        // says why. A catalogue of the reverted resources alone hid the
+        // services, and the debt was dropped: the service kept running
+        // what the revert undid. Not `whole_catalogue`: a revert forgets no
+        // other resource's record.
         let options = datum_engine::PassOptions {
             only: Some(ids.iter().cloned().collect()),
             ..datum_engine::PassOptions::default()
@@ -524,6 +527,15 @@ impl Policies<'_> {
         )
         .unwrap_or_default();
         self.warnings.extend(summary.warnings);
+        // A service the revert notified whose activation failed (its group
+        // refused, the reload failed): no finding of this check is its, so
+        // the failure is said as a warning; the activation stays owed.
+        for r in summary.resources.iter().filter(|r| !wanted.contains(&r.id)) {
+            if let datum_core::Outcome::Failed { reason, .. } = &r.outcome {
+                self.warnings
+                    .push(format!("{}, notified by the revert: {reason}", r.id));
+            }
+        }
         Ok(summary
             .resources
             .into_iter()

@@ -322,8 +322,11 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                                 .or_default()
                                 .push((r.id.clone(), r.origin.clone()));
                         }
-                        // Kept for the kind's extra findings (checked after the policies).
-                        *keep = provider.extra_findings().is_some();
+                        // Kept for the kind's extra findings (checked after the
+                        // policies), and a service a revert may notify (see
+                        // `notifiable`).
+                        *keep = provider.extra_findings().is_some()
+                            || (act == Act::Reconcile && provider.activation().is_some());
                         if let Some(t) = build::tree_fingerprint(r, &observed, digest_key) {
                             trees.push(t);
                         }
@@ -397,7 +400,19 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         }
     }
     drop(refreshes);
-    // What the policies act on: the drifted resources.
+    // What the policies act on: the drifted resources, and the services a
+    // revert of them may notify.
+    let checked = inspected.len();
+    if act == Act::Reconcile && !findings.is_empty() {
+        let more = notifiable(registry, &mut lazy, &mut decoded)?;
+        sensitive_decoded.extend(more.iter().filter(|r| r.sensitive).cloned());
+        if !quarantines.resources().is_empty() {
+            for r in &more {
+                requirements.insert(r.id.clone(), r.requires.clone());
+            }
+        }
+        inspected.extend(more);
+    }
     let catalogue = Catalogue {
         host: lazy.host.clone(),
         resources: inspected,
@@ -538,7 +553,12 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                 .filter_map(|e| Some((e.id.kind.as_str(), e.path?))),
         )
     };
-    let (extra, failed) = crate::extra::findings(registry, declared, &catalogue.resources, host);
+    let (extra, failed) = crate::extra::findings(
+        registry,
+        declared,
+        catalogue.resources.iter().take(checked),
+        host,
+    );
     actions.extend(extra.iter().map(|_| crate::policies::Handled::reported()));
     findings.extend(extra);
     errors.extend(failed);
@@ -834,6 +854,46 @@ impl Progress {
             bar.finish_and_clear();
         }
     }
+}
+
+/// The resources of a kind that is activated (a Service) this check did
+/// not decode (another class than the one checked), decoded now
+/// (`decoded` marks them); those it decoded are kept by a reconcile.
+/// A revert's pass must see the services its reverted files notify, to
+/// reload them (or leave the reload owed), and the policies' catalogue
+/// holds only what this check kept. Before, a service that did not drift
+/// itself was missing from it (dropped after its inspection, or never
+/// decoded: the agent checks one class at a time), and the reload its
+/// reverted file called for was dropped: neither performed nor owed.
+fn notifiable(
+    registry: &Registry,
+    lazy: &mut LazyCatalogue,
+    decoded: &mut [bool],
+) -> Result<Vec<Resource>, CheckError> {
+    let wanted: Vec<usize> = lazy
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| {
+            !decoded.get(*i).copied().unwrap_or(true)
+                && registry
+                    .lookup(&e.id.kind)
+                    .is_some_and(|p| p.activation().is_some())
+        })
+        .map(|(i, _)| i)
+        .collect();
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let more = lazy
+        .take(&wanted)
+        .map_err(|e| CheckError::Snapshot(e.to_string()))?;
+    for &i in &wanted {
+        if let Some(d) = decoded.get_mut(i) {
+            *d = true;
+        }
+    }
+    Ok(more)
 }
 
 /// Each drifted resource of `catalogue` that requires a quarantined

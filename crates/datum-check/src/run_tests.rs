@@ -202,11 +202,16 @@ fn owed(bed: &Bed) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A reverted file that notifies a service makes the revert reload it, as
+/// a whole apply would: before (e6c0092), the reload was only owed, so the
+/// service kept running what the revert undid until the next apply. A
+/// service that is not as declared itself is left alone: the reload stays
+/// owed, a warning says why, and the next check reports `activation_owed`.
 #[test]
-fn a_revert_leaves_the_reload_its_file_notifies_owed_not_dropped() {
+fn a_revert_reloads_the_service_its_file_notifies() {
     // The file is reverted alone (the unit is in a report class and did
     // not drift): the unit it notifies is outside the revert, as a service
-    // outside a partial apply's selection, and owes the reload as there.
+    // outside a partial apply's selection.
     let mut bed = Bed::new();
     let file = fake_file("x", "/etc/x.conf", "declared\n", &[]);
     let cat = catalogue(vec![
@@ -222,28 +227,80 @@ fn a_revert_leaves_the_reload_its_file_notifies_owed_not_dropped() {
     let reconciled = bed.check(&cat, Act::Reconcile);
     assert_eq!(actions(&reconciled)[0].2, "reverted");
     assert_eq!(bed.live("/etc/x.conf").as_deref(), Some("declared\n"));
-    // Not performed (the unit's own declaration is not applied by a
-    // revert), but owed, durably, for the next apply.
-    assert!(
-        bed.journal.of("reload").is_empty(),
+    // Reloaded after the revert, nothing else of the unit applied, nothing
+    // owed, and the next check finds nothing.
+    assert_eq!(
+        bed.journal.of("reload"),
+        vec!["FakeUnit[x]".to_owned()],
         "{:?}",
         bed.journal.lines()
+    );
+    assert!(
+        !bed.journal
+            .of("activate")
+            .contains(&"FakeUnit[x]".to_owned())
+    );
+    assert!(owed(&bed).is_empty());
+    assert!(reconciled.report.warnings.is_empty());
+    let looked = bed.check(&cat, Act::Look);
+    assert!(looked.report.findings.is_empty(), "{:?}", actions(&looked));
+    assert_eq!(looked.exit_code, 0);
+
+    // The unit is not as declared (stopped): the revert leaves it alone,
+    // the reload owed, and says so.
+    bed.faults.leave_unconverged("FakeUnit[x]");
+    bed.journal.clear();
+    bed.write("/etc/x.conf", "edited by hand\n");
+    let reconciled = bed.check(&cat, Act::Reconcile);
+    let reverted: Vec<_> = actions(&reconciled)
+        .into_iter()
+        .filter(|a| a.0 == "FakeFile[x]")
+        .collect();
+    assert_eq!(reverted[0].2, "reverted");
+    assert!(bed.journal.of("reload").is_empty());
+    assert!(
+        !bed.journal
+            .of("activate")
+            .contains(&"FakeUnit[x]".to_owned())
     );
     assert_eq!(
         owed(&bed),
         vec![("FakeUnit[x]".to_owned(), "FakeFile[x] changed".to_owned())]
     );
+    let warnings = &reconciled.report.warnings;
+    assert!(
+        warnings.len() == 1
+            && warnings[0].contains("FakeUnit[x] was not reloaded")
+            && warnings[0].contains("not as declared (state)"),
+        "{warnings:?}"
+    );
     // And the next check says so.
     let looked = bed.check(&cat, Act::Look);
-    let a = actions(&looked);
-    assert_eq!(a.len(), 1, "{a:?}");
-    assert_eq!(
-        (a[0].0.as_str(), a[0].1.as_str()),
-        ("FakeUnit[x]", "activation_owed")
+    assert!(
+        actions(&looked)
+            .iter()
+            .any(|a| a.0 == "FakeUnit[x]" && a.1 == "activation_owed"),
+        "{:?}",
+        actions(&looked)
     );
-    assert_eq!(looked.exit_code, 2);
+
+    // A reload that fails: said as a warning, still owed.
+    bed.faults.clear();
+    bed.faults.fail_activate("FakeUnit[x]");
+    bed.write("/etc/x.conf", "edited by hand\n");
+    let reconciled = bed.check(&cat, Act::Reconcile);
+    assert_eq!(actions(&reconciled)[0].2, "reverted");
+    let warnings = &reconciled.report.warnings;
+    assert!(
+        warnings.len() == 1
+            && warnings[0].starts_with("FakeUnit[x], notified by the revert: reload failed: "),
+        "{warnings:?}"
+    );
+    assert_eq!(owed(&bed).len(), 1);
 
     // The apply that comes next pays it.
+    bed.faults.clear();
+    bed.journal.clear();
     bed.apply(&cat);
     assert_eq!(bed.journal.of("reload"), vec!["FakeUnit[x]".to_owned()]);
     assert!(owed(&bed).is_empty());

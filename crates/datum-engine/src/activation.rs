@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use aho_corasick::AhoCorasick;
 
 use datum_catalog::Catalogue;
-use datum_core::{Action, FieldChange, Intent, Origin, Outcome, Phase, Resource, ResourceId};
+use datum_core::{Action, Diff, FieldChange, Intent, Origin, Outcome, Phase, Resource, ResourceId};
 use datum_providers::validators::{self, Rejection, Scope, ValidatorDef};
 use datum_providers::{OnChange, Registry};
 use datum_store::OwedAction;
@@ -487,6 +487,111 @@ impl Notifications {
         reports
     }
 
+    /// After a partial pass's loop (a revert's, `datum apply --target` or
+    /// `--class`): every service outside the selection that a change of
+    /// this pass made owe an activation is activated now, as a whole pass
+    /// would at its turn and with the same gates ([`Self::activate`]: the
+    /// groups of the resources that notify it validated, the files durable,
+    /// the activation's own verify), and nothing else of its declaration is
+    /// applied (no start, enable or unit file). Only a service that is
+    /// itself as declared (observed and planned now: no difference), not
+    /// quarantined, and requires nothing this pass failed or blocked: any
+    /// other is left as it is, its activation stays owed (the next check's
+    /// `activation_owed`, paid by a pass that includes it), and a warning
+    /// of the pass says why; a partial pass changes nothing it was not
+    /// asked to beyond the activation its change calls for. Returns each
+    /// service tried (catalogue order) with its step and the reports of
+    /// the groups that failed validation for it.
+    pub(crate) fn activate_outside<'c>(
+        &mut self,
+        catalogue: &'c Catalogue,
+        selected: &dyn Fn(&ResourceId) -> bool,
+        stopped: &HashMap<ResourceId, ResourceId>,
+        changed: &HashSet<ResourceId>,
+        ctx: &mut PassContext<'_>,
+    ) -> Vec<(&'c Resource, Step, Vec<ResourceReport>)> {
+        if self.owed.is_empty() {
+            return Vec::new();
+        }
+        let outside: Vec<&'c Resource> = catalogue
+            .resources
+            .iter()
+            .filter(|r| {
+                !selected(&r.id)
+                    && self.owed.contains_key(&r.id)
+                    && self.services.contains_key(&r.id)
+            })
+            .collect();
+        let mut tried = Vec::new();
+        for resource in outside {
+            let Some(action) = self.owed.get(&resource.id).map(|o| o.action) else {
+                continue;
+            };
+            let registry = ctx.registry;
+            let why_not = match Self::outside_as_declared(resource, registry, stopped, ctx) {
+                Ok(bound) => {
+                    let mut step = Step::new(Action::None, Diff::default(), Outcome::Unchanged);
+                    let groups =
+                        self.activate(resource, Some(&bound), &mut step, changed, catalogue, ctx);
+                    tried.push((resource, step, groups));
+                    continue;
+                }
+                Err(why) => why,
+            };
+            let verb = verb(action);
+            let (was, until) = match ctx.mode {
+                Mode::Apply => ("was not", "performs it"),
+                Mode::Plan => ("would not be", "would perform it"),
+            };
+            ctx.host.notice(format!(
+                "{} {was} {verb}ed: it is outside this pass's selection, and {why_not}, so nothing of it was touched; the {verb} stays owed until a pass that includes it (`datum apply`) {until}",
+                resource.id
+            ));
+        }
+        tried
+    }
+
+    /// A service outside the selection, bound for its activation, when it
+    /// may be activated (see [`Self::activate_outside`]); otherwise why not.
+    fn outside_as_declared<'b>(
+        resource: &'b Resource,
+        registry: &'b Registry,
+        stopped: &HashMap<ResourceId, ResourceId>,
+        ctx: &PassContext<'_>,
+    ) -> Result<Bound<'b>, String> {
+        if ctx.skip.contains(&resource.id) {
+            return Err("it is quarantined".to_owned());
+        }
+        if let Some(by) = resource.requires.iter().find_map(|dep| stopped.get(dep)) {
+            return Err(format!("{by}, which it requires, failed or was blocked"));
+        }
+        // A sensitive resource's errors are not repeated.
+        let error = |e: &dyn std::fmt::Display| {
+            if resource.sensitive {
+                String::new()
+            } else {
+                format!(" ({e})")
+            }
+        };
+        let Some(provider) = registry.lookup(&resource.id.kind) else {
+            return Err(format!("no provider knows `{}`", resource.id.kind));
+        };
+        let declared = provider
+            .declare(resource)
+            .map_err(|e| format!("its declaration could not be read{}", error(&e)))?;
+        let observed = provider
+            .observe_declared(ctx.host, &declared)
+            .map_err(|e| format!("it could not be observed{}", error(&e)))?;
+        let diff = provider.plan(&declared, &observed);
+        if diff.action().is_change() || !diff.changes.is_empty() || diff.content.is_some() {
+            return Err(format!(
+                "it is not as declared ({})",
+                diff.changed_fields().join(", ")
+            ));
+        }
+        Ok(Bound { provider, declared })
+    }
+
     /// Groups whose files changed in this pass but were not validated by a
     /// service activation: validated now, so a broken group is reported even
     /// when nothing is reloaded.
@@ -557,6 +662,28 @@ impl Notifications {
             }
         }
         reports
+    }
+}
+
+/// The report of a service [`Notifications::activate_outside`] tried, as
+/// the pass's loop makes one: a sensitive resource's field values masked
+/// (the activation sets no validator output of its own).
+pub(crate) fn outside_report(resource: &Resource, step: Step, duration_ms: u64) -> ResourceReport {
+    let mut diff = step.diff;
+    if resource.sensitive && !resource.sensitive_by_field_only {
+        diff.mask_field_values();
+    }
+    ResourceReport {
+        id: resource.id.clone(),
+        origin: resource.origin.clone(),
+        target: resource.desired_str("path").map(str::to_owned),
+        action: step.action,
+        diff,
+        outcome: step.outcome,
+        sensitive: resource.sensitive,
+        detail: None,
+        withheld: step.withheld,
+        duration_ms,
     }
 }
 

@@ -43,7 +43,7 @@ use datum_providers::{Activated, ProviderError, Registry, Staging};
 use datum_store::backup::BackupStore;
 use datum_store::{Accepted, ApplyFailure, Store, VerifiedRecord};
 
-use crate::activation::{Notifications, SensitiveOnce};
+use crate::activation::{Notifications, SensitiveOnce, outside_report};
 use crate::ahead::{Ahead, AheadInputs};
 use crate::evidence;
 use crate::gate;
@@ -100,7 +100,7 @@ pub(crate) struct Step {
 }
 
 impl Step {
-    fn new(action: Action, diff: Diff, outcome: Outcome) -> Self {
+    pub(crate) fn new(action: Action, diff: Diff, outcome: Outcome) -> Self {
         Self {
             action,
             diff,
@@ -599,6 +599,23 @@ fn pass_in(
             emit(&mut summary, report, reporter);
         }
     });
+    // A partial pass: the services outside it that its changes notify are
+    // activated now, as the whole pass would at their turn.
+    if options.only.is_some() {
+        let t0 = Instant::now();
+        let selects = |id: &ResourceId| options.selects(id);
+        let outside = notifications.activate_outside(catalogue, &selects, &stopped, &changed, ctx);
+        for (resource, step, group_reports) in outside {
+            for report in group_reports {
+                emit(&mut summary, report, reporter);
+            }
+            if ctx.mode == Mode::Apply {
+                remember_failure(resource, &step.outcome, &failed_before, ctx);
+            }
+            let ms = t0.elapsed().as_millis() as u64;
+            emit(&mut summary, outside_report(resource, step, ms), reporter);
+        }
+    }
     // Groups whose files changed but that no service activation validated.
     for report in notifications.validate_remaining_groups(catalogue, &changed, ctx) {
         emit(&mut summary, report, reporter);

@@ -1719,3 +1719,143 @@ fn a_pass_asks_the_runs_sensitive_paths_so_they_are_read_once() {
     assert!(!summary.any_failed());
     assert_eq!(sensitive_builds() - before, 2, "nothing printed");
 }
+
+/// A pass over part of the catalogue (a revert's, `datum apply --target`)
+/// whose change notifies a service outside it performs that service's
+/// activation, as a whole pass would, and no more of its declaration:
+/// before, the reload was only recorded as owed, so the service kept
+/// running what the change undid until the next whole apply. A service
+/// that is not as declared itself is not touched: its activation stays
+/// owed and a warning says why; one whose activation fails stays owed and
+/// is reported failed.
+#[test]
+fn a_partial_pass_activates_the_service_outside_it_that_its_change_notifies() {
+    let mut bed = Bed::new();
+    let cat = catalogue(vec![
+        fake_file("site", "/site", "v1\n", &[]),
+        Resource {
+            requires: vec![id("site")],
+            ..fake_unit("web", &[id("site")])
+        },
+    ]);
+    bed.pass(&cat, Mode::Apply);
+    assert_eq!(bed.journal.of("reload"), ["FakeUnit[web]"]);
+    let only_site = crate::PassOptions {
+        only: Some(std::collections::BTreeSet::from([id("site")])),
+        ..crate::PassOptions::default()
+    };
+    let partial = |bed: &mut Bed, mode: Mode| {
+        let mut ctx = PassContext {
+            registry: &bed.registry,
+            host: &bed.host,
+            mode,
+            store: Some(&mut bed.store),
+            backups: Some(&mut bed.backups),
+            now: 2_000,
+            skip: HashSet::new(),
+            sensitive: None,
+        };
+        crate::run_pass_with(&cat, &mut ctx, &mut SilentReporter, &only_site).unwrap()
+    };
+
+    // Converged: the plan says it would reload, the apply reloads it, and
+    // nothing else of its declaration is applied; nothing stays owed.
+    bed.write("/site", "by hand\n");
+    bed.journal.clear();
+    let plan = partial(&mut bed, Mode::Plan);
+    assert!(
+        matches!(outcome(&plan, &unit("web")), Outcome::WouldChange { .. }),
+        "{:?}",
+        words(&plan)
+    );
+    assert!(bed.journal.of("reload").is_empty());
+    let applied = partial(&mut bed, Mode::Apply);
+    assert_eq!(
+        words(&applied),
+        [
+            ("FakeFile[site]".to_owned(), "changed"),
+            ("FakeUnit[web]".to_owned(), "changed")
+        ]
+    );
+    let web = applied
+        .resources
+        .iter()
+        .find(|r| r.id == unit("web"))
+        .unwrap();
+    assert_eq!(web.diff.changes[0].field, "activation");
+    assert_eq!(bed.live("/site").as_deref(), Some("v1\n"));
+    assert_eq!(bed.journal.of("reload"), ["FakeUnit[web]"]);
+    // The unit's own apply (its `activate`) never ran: only its reload.
+    assert!(
+        !bed.journal
+            .of("activate")
+            .contains(&"FakeUnit[web]".to_owned()),
+        "{:?}",
+        bed.journal.lines()
+    );
+    assert!(bed.store.owed_reloads().unwrap().is_empty());
+    assert!(applied.warnings.is_empty(), "{:?}", applied.warnings);
+
+    // Not as declared (stopped): left alone, the reload owed, and said.
+    bed.faults.leave_unconverged("FakeUnit[web]");
+    bed.write("/site", "by hand\n");
+    bed.journal.clear();
+    let applied = partial(&mut bed, Mode::Apply);
+    assert_eq!(words(&applied), [("FakeFile[site]".to_owned(), "changed")]);
+    assert!(bed.journal.of("reload").is_empty());
+    assert!(
+        !bed.journal
+            .of("activate")
+            .contains(&"FakeUnit[web]".to_owned())
+    );
+    let owed = bed.store.owed_reloads().unwrap();
+    assert_eq!(owed.len(), 1);
+    assert_eq!(owed[0].service, unit("web"));
+    assert_eq!(applied.warnings.len(), 1, "{:?}", applied.warnings);
+    let warning = &applied.warnings[0];
+    assert!(
+        warning.contains("FakeUnit[web]")
+            && warning.contains("not reloaded")
+            && warning.contains("state")
+            && warning.contains("stays owed"),
+        "{warning}"
+    );
+
+    // Its activation fails: reported failed, still owed.
+    bed.faults.clear();
+    bed.faults.fail_activate("FakeUnit[web]");
+    bed.write("/site", "by hand\n");
+    bed.journal.clear();
+    let applied = partial(&mut bed, Mode::Apply);
+    assert!(
+        matches!(
+            outcome(&applied, &unit("web")),
+            Outcome::Failed { reason, .. } if reason.starts_with("reload failed: ")
+        ),
+        "{:?}",
+        words(&applied)
+    );
+    assert_eq!(bed.store.owed_reloads().unwrap().len(), 1);
+
+    // The file fails (after its write): the service it requires is not
+    // touched, as a whole pass would block it.
+    bed.faults.clear();
+    bed.faults.leave_unconverged("FakeFile[site]");
+    bed.write("/site", "by hand\n");
+    bed.journal.clear();
+    let applied = partial(&mut bed, Mode::Apply);
+    assert!(matches!(
+        outcome(&applied, &id("site")),
+        Outcome::Failed { .. }
+    ));
+    assert!(bed.journal.of("reload").is_empty());
+    assert_eq!(bed.store.owed_reloads().unwrap().len(), 1);
+
+    // Everything fine again: the owed reload is performed, once.
+    bed.faults.clear();
+    bed.write("/site", "by hand\n");
+    bed.journal.clear();
+    partial(&mut bed, Mode::Apply);
+    assert_eq!(bed.journal.of("reload"), ["FakeUnit[web]"]);
+    assert!(bed.store.owed_reloads().unwrap().is_empty());
+}

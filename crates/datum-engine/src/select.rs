@@ -4,8 +4,11 @@
 //! - `only`: the resources the pass visits (`--target` with its requirements,
 //!   `--class` with theirs); the rest of the catalogue is not observed, not
 //!   planned and not reported. The whole catalogue still tells which services
-//!   a changed file notifies, so a reload it calls for is owed (durably)
-//!   even when the service is outside the selection.
+//!   a changed file notifies: a reload it calls for is owed (durably) and
+//!   performed after the selection's resources, even when the service is
+//!   outside the selection, with nothing else of the service's declaration
+//!   applied (`Notifications::activate_outside`; one not as declared is
+//!   left alone, the reload owed, with a warning).
 //! - `hold`: selected resources that are observed but never changed (the
 //!   requirements of `--class` that are not of that class): one in sync lets
 //!   its dependents run, one that is not blocks them.

@@ -12,9 +12,11 @@
 //!   text) its change has further parts, each staged after the one before
 //!   went live and handed back to the engine (`Activated::Next`), as a
 //!   Tree's entries are.
-//! - [`FakeUnit`] (`FakeUnit[name]`) is always in sync and is activated
-//!   (the activation capability) when a resource it lists in `reload_on` or
-//!   `restart_on` changes; it never touches the host.
+//! - [`FakeUnit`] (`FakeUnit[name]`) is in sync (unless
+//!   [`Faults::leave_unconverged`] names it: then it reads as stopped where
+//!   it is declared running) and is activated (the activation capability)
+//!   when a resource it lists in `reload_on` or `restart_on` changes; it
+//!   never touches the host.
 //!
 //! Both write what the engine asked of them to a shared [`Journal`]
 //! (`observe FakeFile[a]`, `apply FakeFile[a]`, `reload FakeUnit[web]`), and
@@ -93,6 +95,8 @@ impl Faults {
     pub fn fail_apply(&self, id: &str) {
         self.0.lock().unwrap().apply.insert(id.to_owned());
     }
+    /// A `FakeFile`'s verify reports its content still differs; a
+    /// `FakeUnit` is observed not as declared (stopped).
     pub fn leave_unconverged(&self, id: &str) {
         self.0.lock().unwrap().unconverged.insert(id.to_owned());
     }
@@ -436,7 +440,20 @@ impl Kind for FakeUnit {
         Ok(observed)
     }
 
-    fn plan(&self, _resource: &Resource, _d: &(), _observed: &Observed) -> Diff {
+    fn plan(&self, resource: &Resource, _d: &(), _observed: &Observed) -> Diff {
+        // Left unconverged (`Faults::leave_unconverged`): stopped where it
+        // is declared running, as long as the fault holds.
+        if self.faults.has(|f| &f.unconverged, &resource.id) {
+            return Diff {
+                action: Some(Action::Update),
+                changes: vec![FieldChange {
+                    field: "state".to_owned(),
+                    before: Some(json!("stopped")),
+                    after: Some(json!("running")),
+                }],
+                content: None,
+            };
+        }
         Diff::default()
     }
 

@@ -839,3 +839,74 @@ testbed_test!(
         drop(unit);
     }
 );
+
+// A revert of a file nginx reloads on, and a partial apply of it, reload
+// nginx as a whole apply would: before, the reload was only owed, so nginx
+// kept serving the hand-edited site until the next whole apply. A stopped
+// nginx is left stopped by them (not started: neither was asked to), the
+// reload owed and said.
+testbed_test!(
+    a_revert_and_a_partial_apply_reload_the_service_their_file_notifies,
+    {
+        let nginx = Nginx::take();
+        let repo =
+            Repo::new(&nginx_manifest("").replace("name: site\n", "name: site\nclass: critical\n"));
+        repo.write(
+            "repo/datum.yaml",
+            "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nclasses:\n  critical: {interval: 60s, policy: revert}\n",
+        );
+        repo.write("repo/base/files/nginx.conf", &nginx_conf("v1"));
+        repo.write("repo/base/files/x.conf", &site("declared", ""));
+        repo.datum(&["apply"]).assert_exit(2);
+        assert_eq!(served_body(), "declared\n");
+        let by_hand = || {
+            fs::write(SITE, site("by hand", "")).unwrap();
+            within::systemctl_ok(&["reload", "nginx.service"]);
+            // `nginx -s reload` returns before the new workers serve.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while served_body() != "by hand\n" {
+                assert!(Instant::now() < deadline, "the hand reload never took");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        };
+
+        // 1. The revert puts the site back and reloads nginx: nothing owed.
+        by_hand();
+        let reloads = nginx.reloads();
+        let pid = nginx.main_pid();
+        let reconciled = repo.datum(&["reconcile", "--class", "critical"]);
+        reconciled.assert_exit(2);
+        assert_contains(&reconciled.stdout(), "reverted");
+        assert_eq!(served_body(), "declared\n");
+        assert_eq!(nginx.reloads(), reloads + 1);
+        assert_eq!(nginx.main_pid(), pid, "reloaded, not restarted");
+        repo.datum(&["check"]).assert_exit(0);
+
+        // 2. A partial apply of the site does the same.
+        by_hand();
+        let reloads = nginx.reloads();
+        let partial = repo.datum(&["apply", "--target", "File/site"]);
+        partial.assert_exit(2);
+        assert_contains(&partial.line("Service[nginx]"), "done");
+        assert_eq!(served_body(), "declared\n");
+        assert_eq!(nginx.reloads(), reloads + 1);
+        repo.datum(&["check"]).assert_exit(0);
+
+        // 3. nginx stopped by hand: the revert leaves it stopped, the
+        // reload owed, and says why; the next whole apply starts it.
+        fs::write(SITE, site("by hand", "")).unwrap();
+        within::systemctl_ok(&["stop", "nginx.service"]);
+        let reconciled = repo.datum(&["reconcile", "--class", "critical"]);
+        reconciled.assert_exit(2);
+        assert_contains(&reconciled.stdout(), "reverted");
+        assert_contains(&reconciled.stdout(), "Service[nginx] was not reloaded");
+        assert_contains(&reconciled.stdout(), "not as declared (state)");
+        assert_eq!(within::property("nginx.service", "ActiveState"), "inactive");
+        let check = repo.datum(&["check"]);
+        check.assert_exit(2);
+        assert_contains(&check.stdout(), "activation_owed (1)");
+        repo.datum(&["apply"]).assert_exit(2);
+        assert_eq!(served_body(), "declared\n");
+        repo.datum(&["check"]).assert_exit(0);
+    }
+);
