@@ -68,8 +68,4 @@ impl Outcome {
             Outcome::Blocked { .. } => "blocked",
         }
     }
-
-    pub fn is_failure(&self) -> bool {
-        matches!(self, Outcome::Failed { .. })
-    }
 }

@@ -330,11 +330,6 @@ impl Repository {
     pub fn layer_of(&self, doc: &Document) -> Option<&settings::Layer> {
         self.settings.layers.get(doc.layer)
     }
-
-    /// The layer folder as an absolute canonical path.
-    pub fn layer_dir(&self, layer: &settings::Layer) -> PathBuf {
-        self.canonical_root.join(&layer.path)
-    }
 }
 
 /// Whether a manifest's text may hold a secret a syntax error's line would
