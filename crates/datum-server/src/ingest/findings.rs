@@ -161,7 +161,12 @@ pub(super) fn applied_writes(
     };
     let mut gone: Vec<&str> = Vec::new();
     for (signature, old) in stored {
-        if resolved_by_apply(&old.category) && verified(old.subject.as_str()) {
+        let closes = if old.category == ACTIVATION_OWED {
+            changed.contains(old.subject.as_str())
+        } else {
+            resolved_by_apply(&old.category) && verified(old.subject.as_str())
+        };
+        if closes {
             gone.push(signature);
             batch.cluster(signature, &old.observed).leave();
         }
@@ -176,6 +181,17 @@ pub(super) fn closes_findings(report: &Report) -> bool {
     !report.changed.is_empty() || report.verified_except.is_some()
 }
 
+/// A reload or restart an apply owes a service: closed by an apply that
+/// lists the service as changed, and by no other. The engine reports a
+/// service changed only once its every phase passed, the activation it
+/// owed among them (a refused group, a failed reload or its verify fail
+/// the service instead), and clears the debt then: a revert's or partial
+/// apply's pass too, which activates a service outside its selection
+/// (reported changed) when it may. One the apply only found unchanged
+/// stays open (a `verified_except` says nothing of a debt), as do those of
+/// the apply's failed or blocked services.
+const ACTIVATION_OWED: &str = "activation_owed";
+
 /// Whether a finding of this category is one an apply that verified its
 /// subject resolved: the resource's own declared fields (changed, deleted,
 /// of another type, or not converged). Not a Tree's `unmanaged` entry (kept
@@ -183,8 +199,9 @@ pub(super) fn closes_findings(report: &Report) -> bool {
 /// still there), nor `invalid_live_config` (its subject,
 /// `ValidationGroup[..]`, is no declared resource, so never in
 /// `verified_except`, and an apply that changes nothing in the group runs
-/// no validator), nor `activation_owed`, nor a category this server does
-/// not know: those wait for the next check (fail closed).
+/// no validator), nor `activation_owed` (see [`ACTIVATION_OWED`]), nor a
+/// category this server does not know: those wait for the next check (fail
+/// closed).
 fn resolved_by_apply(category: &str) -> bool {
     matches!(
         category,

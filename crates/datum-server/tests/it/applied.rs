@@ -204,9 +204,10 @@ fn an_apply_closes_the_findings_of_the_resources_it_verified() {
 /// the Tree is found as declared with the entry still there), a group's
 /// `invalid_live_config` (`ValidationGroup[nginx]` is no declared
 /// resource, so never in `verified_except`, and an apply that changes
-/// nothing in the group runs no validator) and an `activation_owed`; a
-/// Tree's changed entry closes. A changed Tree too leaves its `unmanaged`
-/// finding open.
+/// nothing in the group runs no validator) and an `activation_owed` of a
+/// service it did not change; a Tree's changed entry closes. A changed Tree
+/// too leaves its `unmanaged` finding open. An apply that lists the
+/// service as changed closes its `activation_owed` (it performed it).
 async fn an_apply_keeps_what_it_does_not_resolve<B: Backend>(f: &Fleet<B>) {
     let of = |subject: &str, category: &str| {
         let mut x = finding(subject, "obs-1", "normal");
@@ -239,6 +240,18 @@ async fn an_apply_keeps_what_it_does_not_resolve<B: Backend>(f: &Fleet<B>) {
         open(f, "web-09").await,
         ["Service[nginx]", "Tree[site]", "ValidationGroup[nginx]"],
         "a changed Tree keeps its unmanaged entry"
+    );
+    // An apply that changed the service performed the reload it owed (the
+    // engine fails a service whose owed activation fails): its
+    // activation_owed closes; a group's finding does not.
+    let mut reloaded = report("web-09", ReportKind::Apply, 4, 4_000);
+    reloaded.changed = vec!["Service[nginx]".into(), "ValidationGroup[nginx]".into()];
+    reloaded.changed_total = 2;
+    assert!(ingest(f, &reloaded).await);
+    assert_eq!(
+        open(f, "web-09").await,
+        ["Tree[site]", "ValidationGroup[nginx]"],
+        "the changed service's activation_owed closes"
     );
 }
 
