@@ -908,5 +908,29 @@ testbed_test!(
         repo.datum(&["apply"]).assert_exit(2);
         assert_eq!(served_body(), "declared\n");
         repo.datum(&["check"]).assert_exit(0);
+
+        // 4. The group fails validation (nginx.conf, of another class,
+        // broken by hand): the revert is refused before the site is
+        // written, and nothing is reloaded or owed.
+        let reloads = nginx.reloads();
+        let good_conf = fs::read(NGINX_CONF).unwrap();
+        fs::write(
+            NGINX_CONF,
+            nginx_conf("v1") + "datum_no_such_directive on;\n",
+        )
+        .unwrap();
+        fs::write(SITE, site("by hand", "")).unwrap();
+        let reconciled = repo.datum(&["reconcile", "--class", "critical"]);
+        reconciled.assert_exit(2);
+        assert_contains(&reconciled.stdout(), "revert failed");
+        assert_eq!(nginx.reloads(), reloads);
+        assert_contains(&fs::read_to_string(SITE).unwrap(), "by hand");
+        let check = repo.datum(&["check"]);
+        assert!(
+            !check.stdout().contains("activation_owed"),
+            "{}",
+            check.stdout()
+        );
+        fs::write(NGINX_CONF, good_conf).unwrap();
     }
 );
