@@ -11,9 +11,9 @@
 //! beyond the moment it takes.
 
 /// Descriptors left out of [`Budget`] for everything a pass holds besides
-/// its folder handles, folders owed an fsync and copies staged ahead: the
-/// state store and its journal, logs, standard streams, pipes to programs,
-/// a Tree walk's folders.
+/// its folder handles, folders owed an fsync, copies staged ahead and a Tree
+/// walk's folders: the state store and its journal, logs, standard streams,
+/// pipes to programs, the files a scan's workers are hashing.
 pub const RESERVE: u64 = 64;
 
 /// The most folders kept open by the host's folder cache: the 100,000-File
@@ -23,16 +23,20 @@ pub const FOLDERS_MOST: usize = 4096;
 pub const PENDING_MOST: usize = 256;
 /// The most copies staged ahead of a pass's loop at once.
 pub const STAGE_AHEAD_MOST: usize = 128;
+/// The most folders a Tree walk holds open at once.
+pub const WALK_MOST: usize = 4096;
 
 /// How a pass shares the descriptors its soft limit of open files allows
-/// between the three things that hold many of them: the folder cache, the
-/// folders owed an fsync (`crate::Durability`) and the copies staged ahead
-/// (the engine's `ahead.rs`, two descriptors each). Of the soft limit less
-/// [`RESERVE`], a quarter each goes to the cache and the fsync backlog and
-/// an eighth of copies (a quarter in descriptors) to staging ahead, so the
-/// three together stay under three quarters of it; each has a floor (16,
-/// 16, 8) and the former fixed values as its ceiling. At a soft limit of
-/// 1,024 that is 240/240/120, at 512 112/112/56, at 256 48/48/24.
+/// between the four things that hold many of them: the folder cache, the
+/// folders owed an fsync (`crate::Durability`), the copies staged ahead
+/// (the engine's `ahead.rs`, two descriptors each) and the folders a Tree
+/// walk holds open (`crate::tree_scan`'s walk, the Tree provider's way down
+/// its folders). Of the soft limit less [`RESERVE`], a quarter each goes to
+/// the cache and the fsync backlog, an eighth of copies (a quarter in
+/// descriptors) to staging ahead and an eighth to a walk, so the four
+/// together stay under seven eighths of it; each has a floor (16, 16, 8, 8)
+/// and the former fixed values as its ceiling. At a soft limit of 1,024
+/// that is 240/240/120/120, at 512 112/112/56/56, at 256 48/48/24/24.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     /// Folders the host's folder cache keeps open.
@@ -41,6 +45,8 @@ pub struct Budget {
     pub pending: usize,
     /// Copies staged ahead at once.
     pub stage_ahead: usize,
+    /// Folders a Tree walk holds open at once.
+    pub walk: usize,
 }
 
 impl Budget {
@@ -51,6 +57,7 @@ impl Budget {
                 folders: FOLDERS_MOST,
                 pending: PENDING_MOST,
                 stage_ahead: STAGE_AHEAD_MOST,
+                walk: WALK_MOST,
             };
         };
         let budget = soft.saturating_sub(RESERVE);
@@ -63,6 +70,7 @@ impl Budget {
             folders: share(4, 16, FOLDERS_MOST),
             pending: share(4, 16, PENDING_MOST),
             stage_ahead: share(8, 8, STAGE_AHEAD_MOST),
+            walk: share(8, 8, WALK_MOST),
         }
     }
 
@@ -138,23 +146,23 @@ mod tests {
     fn the_budget_shares_the_soft_limit_less_a_reserve() {
         let at = |soft| {
             let b = Budget::for_soft_limit(soft);
-            (b.folders, b.pending, b.stage_ahead)
+            (b.folders, b.pending, b.stage_ahead, b.walk)
         };
-        assert_eq!(at(Some(1024)), (240, 240, 120));
-        assert_eq!(at(Some(512)), (112, 112, 56));
-        assert_eq!(at(Some(256)), (48, 48, 24));
+        assert_eq!(at(Some(1024)), (240, 240, 120, 120));
+        assert_eq!(at(Some(512)), (112, 112, 56, 56));
+        assert_eq!(at(Some(256)), (48, 48, 24, 24));
         // Floors below a limit that leaves little or nothing after the reserve.
-        assert_eq!(at(Some(128)), (16, 16, 8));
-        assert_eq!(at(Some(10)), (16, 16, 8));
+        assert_eq!(at(Some(128)), (16, 16, 8, 8));
+        assert_eq!(at(Some(10)), (16, 16, 8, 8));
         // Ceilings: the former fixed values.
-        assert_eq!(at(Some(1 << 16)), (4096, 256, 128));
-        assert_eq!(at(Some(u64::MAX)), (4096, 256, 128));
-        assert_eq!(at(None), (4096, 256, 128));
-        // The three stay within the budget: a quarter, a quarter, and an
-        // eighth of copies of two descriptors each.
+        assert_eq!(at(Some(1 << 16)), (4096, 256, 128, 4096));
+        assert_eq!(at(Some(u64::MAX)), (4096, 256, 128, 4096));
+        assert_eq!(at(None), (4096, 256, 128, 4096));
+        // The four stay within the budget: a quarter, a quarter, an eighth
+        // of copies of two descriptors each and an eighth.
         for soft in [256u64, 384, 512, 1024, 4096] {
             let b = Budget::for_soft_limit(Some(soft));
-            let held = b.folders + b.pending + 2 * b.stage_ahead;
+            let held = b.folders + b.pending + 2 * b.stage_ahead + b.walk;
             assert!(held as u64 <= soft - super::RESERVE, "{soft}: {b:?}");
         }
     }

@@ -278,6 +278,16 @@ struct Scanned {
         expect(dead_code, reason = "the tests check the bound on open directories")
     )]
     peak_open: usize,
+    /// The most directory descriptors the walk held at once (for listing, or kept for
+    /// queued files).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the tests check the bound on directory descriptors"
+        )
+    )]
+    peak_dirs: usize,
     /// Threads that hashed files (the walking thread included): one per core while the
     /// files' bytes are in the page cache, more once a read waited for the disk (see
     /// [`default_threads`]).
@@ -355,7 +365,7 @@ fn scan_with_prune(
         }
         (walked, errors)
     });
-    let mut stats = walked?;
+    let (mut stats, peak_dirs) = walked?;
     for result in errors {
         result?;
     }
@@ -368,6 +378,7 @@ fn scan_with_prune(
             root,
             stats,
             peak_open: state.peak_open,
+            peak_dirs,
             hashing_threads: state.hashing_threads,
             cold: state.cold,
         }),
@@ -389,7 +400,7 @@ fn walk_root(
     queue: &JobQueue,
     helper: &mut Worker<'_>,
     max_open_dirs: usize,
-) -> Result<ScanStats, FingerprintError> {
+) -> Result<(ScanStats, usize), FingerprintError> {
     let mut walk = Walk {
         root: path,
         root_fd: None,
@@ -400,6 +411,7 @@ fn walk_root(
         pending: Vec::new(),
         open_dirs: Arc::new(AtomicUsize::new(0)),
         max_open_dirs,
+        peak_dirs: 0,
         stats: ScanStats::default(),
     };
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
@@ -425,7 +437,7 @@ fn walk_root(
         ));
         walk.dir(fd, &st, &mut path.to_path_buf(), None)?;
         walk.flush()?;
-        return Ok(walk.stats);
+        return Ok((walk.stats, walk.peak_dirs));
     }
     let st = rustix::fs::lstat(path).map_err(|e| io_error(path, "lstat", e.into()))?;
     walk.entry(
@@ -436,7 +448,7 @@ fn walk_root(
         None,
     )?;
     walk.flush()?;
-    Ok(walk.stats)
+    Ok((walk.stats, walk.peak_dirs))
 }
 
 /// The most threads used when [`ScanOptions::threads`] is 0: one per core, and at least
@@ -756,6 +768,60 @@ mod tests {
     #[test]
     fn the_descriptor_budget_leaves_room_for_the_process() {
         let n = max_open_dirs();
-        assert!((1..=4096).contains(&n), "{n}");
+        assert!((8..=4096).contains(&n), "{n}");
+        assert_eq!(n, crate::descriptors::Budget::of_this_process().walk);
+    }
+
+    /// A walk held every directory on its way down open while it walked below it, so a
+    /// tree deeper than the descriptor limit (or than what the pass left of it) failed
+    /// with 'Too many open files' whatever the bound on directories kept for queued
+    /// files. Past that bound a directory is now let go while its subdirectories are
+    /// walked and opened again (beneath the root, no link followed) for its next
+    /// entries: a chain of 200 folders, each with files, a link, an empty folder and a
+    /// folder of files beside the next, is walked holding a few, and fingerprinted
+    /// exactly as when every folder stays open.
+    #[test]
+    fn a_deep_tree_is_walked_holding_at_most_the_bound_of_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut at = dir.path().to_path_buf();
+        for level in 0..200 {
+            for i in 0..3 {
+                write(&at.join(format!("f{i}")), format!("{level}.{i}").as_bytes());
+            }
+            std::fs::create_dir(at.join("empty")).unwrap();
+            std::fs::create_dir(at.join("side")).unwrap();
+            write(&at.join("side/s"), format!("side {level}").as_bytes());
+            std::os::unix::fs::symlink("f0", at.join("link")).unwrap();
+            at.push("d");
+            std::fs::create_dir(&at).unwrap();
+        }
+        write(&at.join("bottom"), b"bottom");
+        for threads in [1, 3] {
+            let opts = ScanOptions {
+                threads,
+                ..ScanOptions::default()
+            };
+            let all = scan_with(Start::Path, dir.path(), &opts, 4096, Keep::Tree).unwrap();
+            assert!(all.peak_dirs > 200, "{} held unbounded", all.peak_dirs);
+            let all = into_tree(all, opts.algorithm, dir.path()).unwrap();
+            for limit in [0, 4] {
+                let open =
+                    rustix::fs::open(dir.path(), OFlags::PATH | OFlags::DIRECTORY, Mode::empty())
+                        .unwrap();
+                for start in [Start::Path, Start::Dir(open.as_fd())] {
+                    let bounded = scan_with(start, dir.path(), &opts, limit, Keep::Tree).unwrap();
+                    // The bound, the folder being listed and the subdirectory being opened.
+                    assert!(
+                        bounded.peak_dirs <= limit + 2,
+                        "{} directories held at once (limit {limit}, {threads} threads)",
+                        bounded.peak_dirs
+                    );
+                    let bounded = into_tree(bounded, opts.algorithm, dir.path()).unwrap();
+                    assert_eq!(bounded.tree, all.tree, "limit {limit}, {threads} threads");
+                    assert_eq!(bounded.stats, all.stats);
+                }
+            }
+            assert_eq!(all.stats.files, 200 * 4 + 1);
+        }
     }
 }

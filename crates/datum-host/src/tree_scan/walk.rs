@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 
 use datum_fingerprint::{Algorithm, Entry, Exclusions, FingerprintError, OtherKind};
@@ -33,16 +33,18 @@ impl Drop for DirHandle {
     }
 }
 
-/// How many directories may stay open for queued files: half of the descriptor limit
-/// left after a reserve for the rest of the process, at most 4096. Beyond it (the walk far
-/// ahead of the workers in a tree of many directories) files are queued by full path, so a
-/// scan never runs the process out of descriptors.
+/// How many directories a walk may hold open: this process's share of its
+/// open files for a Tree walk's folders ([`crate::descriptors::Budget::walk`],
+/// an eighth of the soft limit less a reserve, 8 to 4,096; 120 at a soft
+/// limit of 1,024), taken from the budget the folder cache, the fsync
+/// backlog and the copies staged ahead share. Beyond it (the walk far ahead
+/// of the workers in a tree of many directories, or deeper than it) files
+/// are queued by path beneath the root, and a directory the walk goes down
+/// from is closed while its subdirectories are walked and opened again
+/// after, so a scan holds at most about this many whatever the tree's depth
+/// or width.
 pub(super) fn max_open_dirs() -> usize {
-    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .unwrap_or(4096 * 2 + 256);
-    let budget = soft.saturating_sub(256) / 2;
-    usize::try_from(budget.min(4096)).unwrap_or(4096)
+    crate::descriptors::Budget::of_this_process().walk
 }
 
 /// Where a queued file is.
@@ -109,6 +111,8 @@ pub(super) struct Walk<'a, 'w> {
     pub(super) pending: Vec<Job>,
     pub(super) open_dirs: Arc<AtomicUsize>,
     pub(super) max_open_dirs: usize,
+    /// The most directory handles alive at once (for the tests).
+    pub(super) peak_dirs: usize,
     pub(super) stats: ScanStats,
 }
 
@@ -136,7 +140,10 @@ impl Walk<'_, '_> {
         at: Parent,
     ) -> Result<(), FingerprintError> {
         self.stats.dirs += 1;
-        let share = self.open_dirs.fetch_add(1, Ordering::Relaxed) < self.max_open_dirs;
+        let st_here = (st.st_dev, st.st_ino);
+        let live = self.open_dirs.fetch_add(1, Ordering::Relaxed);
+        self.peak_dirs = self.peak_dirs.max(live + 1);
+        let share = live < self.max_open_dirs;
         let handle = Arc::new(DirHandle {
             fd,
             path: path.clone(),
@@ -181,14 +188,112 @@ impl Walk<'_, '_> {
                 .collect(),
             remaining: kept.len(),
         });
+        // Past the share, this directory is not kept open while a subdirectory is
+        // walked (a deep tree would hold one descriptor per level): it is let go once
+        // the subdirectory is open, and opened again beneath the root for what follows.
+        let release = !share && self.root_fd.is_some();
+        let mut held = Some(handle);
         for (index, (name, file_type, st)) in kept.into_iter().enumerate() {
+            let dir = self.held(&mut held, path, st_here)?;
             path.push(OsStr::from_bytes(name.to_bytes()));
-            let child = self.child(&handle, share, name, file_type, st, path, Some((id, index)));
+            let child = if release && file_type == FileType::Directory {
+                let opened = self.open_subdir(&Place::In(&dir, &name), path, Some((id, index)));
+                drop(dir);
+                held = None;
+                match opened {
+                    Ok(Some((fd, st))) => self.dir(fd, &st, path, Some((id, index))),
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            } else {
+                self.child(&dir, share, name, file_type, st, path, Some((id, index)))
+            };
             path.pop();
             child?;
         }
+        drop(held);
         // Hand this directory's files over now rather than after the next 64.
         self.flush()
+    }
+
+    /// The directory at `path` (whose attributes are `st`), still open in `held` or
+    /// opened again beneath the root without following a link; one found changed
+    /// (another directory there now, or none) makes the scan unstable, as an entry
+    /// that changes type does.
+    fn held(
+        &mut self,
+        held: &mut Option<Arc<DirHandle>>,
+        path: &Path,
+        st: (u64, u64),
+    ) -> Result<Arc<DirHandle>, FingerprintError> {
+        if let Some(dir) = held {
+            return Ok(Arc::clone(dir));
+        }
+        let unstable = || FingerprintError::Unstable {
+            path: path.to_path_buf(),
+        };
+        let Some(root) = &self.root_fd else {
+            return Err(unstable());
+        };
+        let rel = path.strip_prefix(self.root).unwrap_or(path);
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let opened = if rel.as_os_str().is_empty() {
+            rustix::fs::openat(&**root, c".", flags, Mode::empty())
+        } else {
+            rustix::fs::openat2(
+                &**root,
+                rel,
+                flags,
+                Mode::empty(),
+                ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+            )
+        };
+        let fd = match opened {
+            Ok(fd) => fd,
+            Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR | Errno::XDEV) => return Err(unstable()),
+            Err(e) => return Err(io_error(path, "open", e.into())),
+        };
+        let now = rustix::fs::fstat(&fd).map_err(|e| io_error(path, "fstat", e.into()))?;
+        if (now.st_dev, now.st_ino) != st {
+            return Err(unstable());
+        }
+        let live = self.open_dirs.fetch_add(1, Ordering::Relaxed);
+        self.peak_dirs = self.peak_dirs.max(live + 1);
+        let dir = Arc::new(DirHandle {
+            fd,
+            path: path.to_path_buf(),
+            live: Arc::clone(&self.open_dirs),
+        });
+        *held = Some(Arc::clone(&dir));
+        Ok(dir)
+    }
+
+    /// Opens the directory at `place` (without following a link) and reads its
+    /// attributes from the descriptor; `None` when it vanished since the listing
+    /// (filled into `at` as vanished).
+    fn open_subdir(
+        &mut self,
+        place: &Place<'_>,
+        path: &Path,
+        at: Parent,
+    ) -> Result<Option<(OwnedFd, Stat)>, FingerprintError> {
+        let fd = match place.open_dir() {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => {
+                self.fill(at, Slot::Vanished);
+                return Ok(None);
+            }
+            // Replaced by a link or a file since the listing.
+            Err(Errno::LOOP | Errno::NOTDIR) => {
+                return Err(FingerprintError::Unstable {
+                    path: path.to_path_buf(),
+                });
+            }
+            Err(e) => return Err(io_error(path, "open", e.into())),
+        };
+        // The directory's attributes from the descriptor: those of what is listed.
+        let st = rustix::fs::fstat(&fd).map_err(|e| io_error(path, "fstat", e.into()))?;
+        Ok(Some((fd, st)))
     }
 
     /// An entry's type (`lstat` when `readdir` gives none), unless excluded or vanished.
@@ -272,21 +377,10 @@ impl Walk<'_, '_> {
             return self.queue_file(Target::Path(path.clone()), at);
         }
         if file_type == FileType::Directory {
-            let fd = match place.open_dir() {
-                Ok(fd) => fd,
-                Err(Errno::NOENT) => {
-                    self.fill(at, Slot::Vanished);
-                    return Ok(());
-                }
-                // Replaced by a link or a file since the listing.
-                Err(Errno::LOOP | Errno::NOTDIR) => {
-                    return Err(FingerprintError::Unstable { path: path.clone() });
-                }
-                Err(e) => return Err(io_error(path, "open", e.into())),
+            return match self.open_subdir(place, path, at)? {
+                Some((fd, st)) => self.dir(fd, &st, path, at),
+                None => Ok(()),
             };
-            // The directory's attributes from the descriptor: those of what is listed.
-            let st = rustix::fs::fstat(&fd).map_err(|e| io_error(path, "fstat", e.into()))?;
-            return self.dir(fd, &st, path, at);
         }
         let st = match st {
             Some(st) => st,

@@ -760,15 +760,28 @@ fn packed_as_compiled(resource: &Resource, d: &TreeDesired) -> Result<(), Provid
 /// entries together) needs no other again, and each open folder is a
 /// descriptor (before, every folder reached stayed open to the end of the
 /// walk, and a tree of a thousand folders failed under the usual limit of
-/// 1,024 descriptors: 'Too many open files').
+/// 1,024 descriptors: 'Too many open files'). Of those, at most this
+/// process's share for a walk's folders stay open
+/// ([`datum_host::descriptors::Budget::walk`]): past it the shallowest
+/// (the tree's root aside) are closed, and a folder reached again is
+/// opened again from the nearest one still open, one component at a time.
 struct Folders {
     open: std::collections::HashMap<PathBuf, Dir>,
+    most: usize,
 }
 
 impl Folders {
     fn new(root: Dir) -> Self {
+        Self::with_most(
+            root,
+            datum_host::descriptors::Budget::of_this_process().walk,
+        )
+    }
+
+    fn with_most(root: Dir, most: usize) -> Self {
         Folders {
             open: std::collections::HashMap::from([(PathBuf::new(), root)]),
+            most: most.max(2),
         }
     }
 
@@ -804,6 +817,18 @@ impl Folders {
             .into());
         };
         self.open.insert(rel.to_path_buf(), dir.clone());
+        while self.open.len() > self.most {
+            let Some(shallowest) = self
+                .open
+                .keys()
+                .filter(|open| !open.as_os_str().is_empty())
+                .min_by_key(|open| open.components().count())
+                .cloned()
+            else {
+                break;
+            };
+            self.open.remove(&shallowest);
+        }
         Ok(dir)
     }
 
@@ -970,6 +995,37 @@ mod tests {
             !err.contains(&compiled.sha256),
             "the checksum is not quoted"
         );
+    }
+
+    /// A deep tree held one open folder per level of the way down, whatever
+    /// the descriptor limit: at most the walk's share stay open now, the
+    /// shallowest let go first (the root kept), and a folder reached again
+    /// is opened anew from the nearest one open.
+    #[test]
+    fn at_most_the_walks_share_of_folders_stay_open_on_a_deep_way() {
+        let root = tempfile::tempdir().unwrap();
+        let deep: PathBuf = (0..40).map(|i| format!("d{i}")).collect();
+        std::fs::create_dir_all(root.path().join("t").join(&deep)).unwrap();
+        std::fs::create_dir_all(root.path().join("t/d0/d1/side")).unwrap();
+        let host = Host::with_name(root.path(), "test-host");
+        let live = host
+            .locate(Path::new("/t"))
+            .unwrap()
+            .open_dir()
+            .unwrap()
+            .unwrap();
+        let mut folders = Folders::with_most(live, 5);
+        let bottom = folders.dir(&deep).unwrap();
+        assert_eq!(bottom.path(), root.path().join("t").join(&deep));
+        assert_eq!(folders.open.len(), 5);
+        assert!(folders.open.contains_key(Path::new("")));
+        assert!(folders.open.contains_key(&deep));
+        let entry = folders.entry(&deep.join("x")).unwrap();
+        assert_eq!(entry.path(), root.path().join("t").join(&deep).join("x"));
+        // Back near the top: opened again from the root.
+        let side = folders.dir(Path::new("d0/d1/side")).unwrap();
+        assert_eq!(side.path(), root.path().join("t/d0/d1/side"));
+        assert!(folders.open.len() <= 5, "{}", folders.open.len());
     }
 
     #[test]

@@ -1003,6 +1003,75 @@ fn files_in_more_folders_than_a_small_descriptor_limit_are_written() {
     }
 }
 
+/// A Tree whose source is deep (a chain of 200 nested folders) and wide
+/// (300 folders of a file each), between Files in 300 folders before and
+/// after it in the same pass, is written and checked under a limit of 512
+/// or 256 descriptors, soft and hard. The Tree's walks kept their own bound
+/// on open folders (half the soft limit less 256) outside the budget the
+/// folder cache, the fsync backlog and the copies staged ahead share, and
+/// held one folder per level of depth whatever the bound.
+#[test]
+fn a_deep_and_wide_tree_among_files_in_many_folders_is_written_under_a_small_limit() {
+    let files = 300;
+    let depth = 200;
+    let mut manifest: Vec<String> = (0..files)
+        .map(|i| {
+            format!(
+                "datum: v1alpha1\ntype: File\nname: a{i}\ndesired:\n  path: /etc/a{i}/f.conf\n  content: \"{i}\\n\"\n"
+            )
+        })
+        .collect();
+    manifest.push(
+        "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n"
+            .to_owned(),
+    );
+    manifest.extend((0..files).map(|i| {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: z{i}\ndesired:\n  path: /etc/z{i}/f.conf\n  content: \"{i}\\n\"\n"
+        )
+    }));
+    let deep: String = (0..depth).map(|_| "d/").collect();
+    for limit in ["-n 512", "-n 256"] {
+        let s = Sandbox::with_base(&manifest.join("---\n"));
+        for i in 0..files {
+            s.write(&format!("repo/base/tree/w{i}/f.conf"), &format!("{i}\n"));
+            fs::create_dir_all(s.live(&format!("/etc/a{i}"))).unwrap();
+            fs::create_dir_all(s.live(&format!("/etc/z{i}"))).unwrap();
+        }
+        s.write(&format!("repo/base/tree/{deep}f.conf"), "deep\n");
+        let apply = datum_with_ulimit(&s, limit, &["apply"]);
+        assert_exit(&apply, 2);
+        assert_eq!(
+            fs::read_to_string(s.live(&format!("/etc/t/{deep}f.conf"))).unwrap(),
+            "deep\n",
+            "{limit}"
+        );
+        for i in [0, files - 1] {
+            for at in [
+                format!("/etc/t/w{i}/f.conf"),
+                format!("/etc/a{i}/f.conf"),
+                format!("/etc/z{i}/f.conf"),
+            ] {
+                assert_eq!(
+                    fs::read_to_string(s.live(&at)).unwrap(),
+                    format!("{i}\n"),
+                    "{limit} {at}"
+                );
+            }
+        }
+        assert_exit(&datum_with_ulimit(&s, limit, &["check"]), 0);
+        // A hand edit at the bottom of the chain is seen and repaired.
+        fs::write(s.live(&format!("/etc/t/{deep}f.conf")), "edited\n").unwrap();
+        assert_exit(&datum_with_ulimit(&s, limit, &["check"]), 2);
+        assert_exit(&datum_with_ulimit(&s, limit, &["apply"]), 2);
+        assert_eq!(
+            fs::read_to_string(s.live(&format!("/etc/t/{deep}f.conf"))).unwrap(),
+            "deep\n",
+            "{limit}"
+        );
+    }
+}
+
 /// The programs a pass starts inherit the limit of open files datum was
 /// started with: 1d15824 had datum raise its own soft limit to 65,536 (or the
 /// hard limit) at start for its folder handles, and every validator,
