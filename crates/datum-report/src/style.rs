@@ -5,8 +5,11 @@
 //! The rule: `--color always` and `--color never` win; `auto` colours a terminal unless
 //! `NO_COLOR` is set to anything but the empty string (<https://no-color.org>).
 
-/// The `--color` choice of either tool.
+/// The `--color` choice of either tool (with the `clap` feature, the value
+/// of their `--color` flag; the variants carry no doc comments, as
+/// [`crate::render::Format`]'s do not).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Choice {
     Auto,
     Always,

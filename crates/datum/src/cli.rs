@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 pub use datum_report::render::Format;
+use datum_report::style::Choice;
 
 use crate::commands::agent::AgentArgs;
 use crate::commands::apply::ApplyArgs;
@@ -69,8 +70,8 @@ pub struct GlobalArgs {
     #[arg(long, global = true, default_value = "60s", value_parser = duration)]
     pub lock_timeout: Duration,
     /// When to use colour.
-    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
-    pub color: ColorChoice,
+    #[arg(long, global = true, value_enum, default_value_t = Choice::Auto)]
+    pub color: Choice,
     /// Log level or tracing directives (error, warn, info, debug, trace; default:
     /// RUST_LOG, else info for the agent and warn otherwise).
     #[arg(long, global = true, env = "DATUM_LOG", value_name = "LEVEL")]
@@ -97,13 +98,6 @@ pub struct GlobalArgs {
     /// pull` switched the revision meanwhile (`context::still_deployed`).
     #[arg(skip)]
     pub repo_link: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    Auto,
-    Always,
-    Never,
 }
 
 #[derive(Debug, Subcommand)]

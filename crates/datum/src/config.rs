@@ -312,7 +312,8 @@ fn with_defaults(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::{ColorChoice, Command};
+    use crate::cli::Command;
+    use datum_report::style::Choice;
 
     fn parse_with(text: &str, args: &[&str]) -> Result<Cli, String> {
         let command = with_defaults(Cli::command(), Path::new("/etc/datum/datum.toml"), text)
@@ -327,7 +328,7 @@ mod tests {
                     [agent]\nlisten = \"127.0.0.1:9999\"\n";
         let cli = parse_with(text, &["agent"]).unwrap();
         assert_eq!(cli.global.repo, Path::new("/srv/repo"));
-        assert_eq!(cli.global.color, ColorChoice::Never);
+        assert_eq!(cli.global.color, Choice::Never);
         assert_eq!(cli.global.lock_timeout, std::time::Duration::from_secs(5));
         let Command::Agent(agent) = &cli.command else {
             panic!("not the agent")
@@ -341,7 +342,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cli.global.repo, Path::new("/x"));
-        assert_eq!(cli.global.color, ColorChoice::Always);
+        assert_eq!(cli.global.color, Choice::Always);
         let Command::Agent(agent) = &cli.command else {
             panic!("not the agent")
         };
@@ -349,7 +350,7 @@ mod tests {
         // Without the file: the built-in defaults.
         let cli = parse_with("", &["plan"]).unwrap();
         assert_eq!(cli.global.repo, Path::new("."));
-        assert_eq!(cli.global.color, ColorChoice::Auto);
+        assert_eq!(cli.global.color, Choice::Auto);
     }
 
     #[test]

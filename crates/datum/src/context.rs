@@ -18,7 +18,7 @@ use datum_host::{Host, PrivateDir};
 use datum_store::backup::BackupStore;
 use datum_store::{Store, StoreError};
 
-use crate::cli::{ColorChoice, GlobalArgs};
+use crate::cli::GlobalArgs;
 
 /// Where Datum keeps its own files under the root.
 pub const STATE_DIR: &str = "var/lib/datum";
@@ -80,11 +80,7 @@ pub fn identity(global: &GlobalArgs) -> Result<HostIdentity> {
 /// terminal unless `NO_COLOR` is set (the rule of both tools,
 /// `datum_report::style`).
 pub fn use_color(global: &GlobalArgs) -> bool {
-    datum_report::style::stdout_wants_colour(match global.color {
-        ColorChoice::Always => datum_report::style::Choice::Always,
-        ColorChoice::Never => datum_report::style::Choice::Never,
-        ColorChoice::Auto => datum_report::style::Choice::Auto,
-    })
+    datum_report::style::stdout_wants_colour(global.color)
 }
 
 /// The names of the layers of `datum.yaml` this host gets, in order (for a

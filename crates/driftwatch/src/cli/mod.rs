@@ -14,8 +14,9 @@ use std::io::{IsTerminal as _, Write};
 use std::num::NonZeroUsize;
 use std::path::{Path as FsPath, PathBuf};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use datum_report::render::Format;
+use datum_report::style::Choice;
 
 use crate::classify::Options;
 use crate::error::{Error, Result};
@@ -48,13 +49,6 @@ pub enum Command {
     /// (*.tf or *.tf.json), prove with a plan that the next apply leaves them alone, then
     /// apply -refresh-only and prove it again.
     Codify(CodifyArgs),
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ColorChoice {
-    Auto,
-    Always,
-    Never,
 }
 
 #[derive(Debug, Args)]
@@ -116,7 +110,7 @@ pub struct OutputArgs {
     pub history: Option<PathBuf>,
     /// Colour in the text report (auto: on a terminal, unless NO_COLOR is set).
     #[arg(long, value_enum, default_value = "auto")]
-    pub color: ColorChoice,
+    pub color: Choice,
     /// Also send the report to `datum server` (the report.yaml of `datum server enroll NAME --stack`; one stack).
     #[arg(long, value_name = "FILE")]
     pub report_to: Option<PathBuf>,

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use datum_report::render::Format;
 use datum_report::style::Paint;
 
-use super::{ColorChoice, CommonArgs, Io, OutputArgs, one_line, options};
+use super::{CommonArgs, Io, OutputArgs, one_line, options};
 use crate::classify::{self, Report};
 use crate::error::{Error, Result};
 use crate::history;
@@ -20,6 +20,7 @@ use crate::report::views::{self, RunChecked, RunReport, RunStack, StackReport};
 use crate::report::{self, json, summary};
 use crate::rules::Rules;
 use crate::runner::Timings;
+use datum_report::style::Choice;
 
 /// What classification works on, besides the options.
 pub(super) struct Inputs<'a> {
@@ -129,25 +130,14 @@ pub(super) fn finish_stack(
     Ok(Checked { report, code })
 }
 
-/// Whether to colour: `always`, `never`, or on a terminal unless `NO_COLOR` is set.
-pub(super) fn colour(choice: ColorChoice, io: &Io<'_>) -> bool {
-    colour_for(
+/// Whether to colour: `always`, `never`, or on a terminal unless `NO_COLOR` is set (the
+/// rule of both tools, `datum_report::style::wants_colour`).
+pub(super) fn colour(choice: Choice, io: &Io<'_>) -> bool {
+    datum_report::style::wants_colour(
         choice,
         io.stdout_is_terminal,
         std::env::var_os("NO_COLOR").as_deref(),
     )
-}
-
-/// The rule behind [`colour`]: an explicit choice wins; `auto` colours a terminal unless
-/// `NO_COLOR` is set to anything but the empty string (<https://no-color.org>).
-fn colour_for(choice: ColorChoice, terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
-    use datum_report::style::{Choice, wants_colour};
-    let choice = match choice {
-        ColorChoice::Always => Choice::Always,
-        ColorChoice::Never => Choice::Never,
-        ColorChoice::Auto => Choice::Auto,
-    };
-    wants_colour(choice, terminal, no_color)
 }
 
 fn write_file(path: &Path, text: &str, what: &'static str) -> Result<()> {
@@ -411,25 +401,5 @@ fn reader_may_leave(written: std::io::Result<()>) -> Result<()> {
     match written {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::ffi::OsStr;
-
-    #[test]
-    fn no_color_is_honoured_in_auto_mode_only() {
-        assert!(colour_for(ColorChoice::Auto, true, None));
-        assert!(!colour_for(ColorChoice::Auto, true, Some(OsStr::new("1"))));
-        assert!(colour_for(ColorChoice::Auto, true, Some(OsStr::new(""))));
-        assert!(!colour_for(ColorChoice::Auto, false, None));
-        assert!(colour_for(
-            ColorChoice::Always,
-            false,
-            Some(OsStr::new("1"))
-        ));
-        assert!(!colour_for(ColorChoice::Never, true, None));
     }
 }
