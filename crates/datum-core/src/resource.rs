@@ -1,7 +1,9 @@
 //! One compiled catalogue entry: a resource declaration after layering,
 //! rendering and checking, ready for a pass.
 
+use std::any::Any;
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +54,11 @@ pub struct Resource {
     /// when it differs from the one recorded at the last verified apply, a
     /// change is intentional; when equal, it is corrective.
     pub declaration_hash: String,
+    /// The kind's parsed declaration of this resource, made at its first
+    /// use and kept for every later pass (see [`HeldDeclaration`]). Never
+    /// serialised, empty in a new resource (`Default::default()`).
+    #[serde(skip)]
+    pub held: HeldDeclaration,
 }
 
 impl Resource {
@@ -72,11 +79,117 @@ impl Resource {
             origin: Origin::default(),
             field_origins: BTreeMap::new(),
             declaration_hash: String::new(),
+            held: HeldDeclaration::default(),
         }
     }
 
     /// A desired string field, if present.
     pub fn desired_str(&self, field: &str) -> Option<&str> {
         self.desired.get(field).and_then(|v| v.as_str())
+    }
+}
+
+/// A resource's declaration in its kind's typed form (opaque here: only the
+/// kind that made it reads it, through `datum_providers::Declared`), parsed
+/// once and held beside the resource, so every pass over one loaded
+/// catalogue (the agent's, a compile's plan) uses it instead of parsing
+/// `desired` again.
+///
+/// It is held for the [`Resource::declaration_hash`] it was made for, and
+/// handed out only while the resource still has that hash: a resource
+/// whose declared fields, content, id or requirements changed since (its
+/// hash recomputed, as the compiler and the snapshot loader do) is declared
+/// again, and a resource with no hash (built by hand) is never held for at
+/// all. A clone shares the held declaration (a catalogue built from a
+/// subset of another keeps it); it is never compared.
+#[derive(Default)]
+pub struct HeldDeclaration(Mutex<Option<(Box<str>, AnyDeclaration)>>);
+
+/// A declaration in whatever type its kind gives it.
+pub type AnyDeclaration = Arc<dyn Any + Send + Sync>;
+
+impl HeldDeclaration {
+    /// The declaration held for `declaration_hash`, if one is (`None` for
+    /// an empty hash).
+    pub fn get(&self, declaration_hash: &str) -> Option<AnyDeclaration> {
+        if declaration_hash.is_empty() {
+            return None;
+        }
+        let held = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*held {
+            Some((hash, declaration)) if &**hash == declaration_hash => {
+                Some(Arc::clone(declaration))
+            }
+            _ => None,
+        }
+    }
+
+    /// Holds `declaration`, made for `declaration_hash`, in place of any
+    /// other (nothing is held for an empty hash).
+    pub fn hold(&self, declaration_hash: &str, declaration: AnyDeclaration) {
+        if declaration_hash.is_empty() {
+            return;
+        }
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((declaration_hash.into(), declaration));
+    }
+
+    /// Whether a declaration is held for `declaration_hash`.
+    pub fn is_held(&self, declaration_hash: &str) -> bool {
+        self.get(declaration_hash).is_some()
+    }
+}
+
+impl Clone for HeldDeclaration {
+    fn clone(&self) -> Self {
+        let held = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        Self(Mutex::new(held.clone()))
+    }
+}
+
+impl std::fmt::Debug for HeldDeclaration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HeldDeclaration(..)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(held: &HeldDeclaration, hash: &str) -> Option<u32> {
+        held.get(hash)
+            .and_then(|d| d.downcast_ref::<u32>().copied())
+    }
+
+    /// A declaration is handed out only for the hash it was made for: a
+    /// resource that declares something else since (its hash recomputed)
+    /// is declared again, and one without a hash (built by hand, mutated
+    /// freely) never holds one. A clone shares it; serde never carries it.
+    #[test]
+    fn a_held_declaration_is_for_the_hash_it_was_made_for_only() {
+        let mut r = Resource::new(
+            ResourceId::new("File", "a"),
+            serde_json::json!({"path": "/a"}),
+        );
+        r.held.hold(&r.declaration_hash, Arc::new(1u32));
+        assert_eq!(held(&r.held, ""), None, "no hash: nothing held");
+        r.declaration_hash = "h1".to_owned();
+        assert!(!r.held.is_held(&r.declaration_hash));
+        r.held.hold(&r.declaration_hash, Arc::new(2u32));
+        assert_eq!(held(&r.held, "h1"), Some(2));
+        let copy = r.clone();
+        assert_eq!(held(&copy.held, "h1"), Some(2), "a clone shares it");
+        r.declaration_hash = "h2".to_owned();
+        assert_eq!(held(&r.held, &r.declaration_hash), None, "changed since");
+        r.held.hold(&r.declaration_hash, Arc::new(3u32));
+        assert_eq!(held(&r.held, "h2"), Some(3));
+        assert_eq!(held(&r.held, "h1"), None);
+        assert_eq!(held(&copy.held, "h1"), Some(2), "the clone keeps its own");
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(!text.contains("held"), "{text}");
+        let back: Resource = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.declaration_hash, "h2");
+        assert!(!back.held.is_held("h2"), "loaded: declared at first use");
     }
 }

@@ -20,7 +20,9 @@ use datum_providers::{Declared, Provider, ProviderError, Registry};
 use crate::verified::VerifiedRecords;
 
 /// A resource the pass visits, with its provider (looked up once) and its
-/// declaration (parsed once): what every later step of the pass is handed.
+/// declaration (the one the resource holds, parsed once for every pass
+/// over its catalogue: `datum_core::HeldDeclaration`): what every later
+/// step of the pass is handed.
 pub(crate) struct Bound<'a> {
     pub provider: &'a dyn Provider,
     pub declared: Declared<'a>,
@@ -39,13 +41,14 @@ enum Held<'a> {
     Bound(Bound<'a>),
     /// Observed converged, by a kind whose declaration nothing later in the
     /// pass reads unless the resource changes (no batch, no activation):
-    /// the declaration is dropped in the observer thread, so a pass over a
-    /// quiet host does not hold every parsed declaration at once (a no-op
-    /// apply of 20,000 Files held 13 MiB of them). Kept: the provider and
-    /// the plan's action, to report it as it would have been reported. The
-    /// rare resource that needs its declaration after all (observed again
-    /// because a requirement changed, held, in a refused group) is declared
-    /// again ([`Observations::redeclare`]).
+    /// its observation may be slimmed, and the pass keeps no handle on its
+    /// declaration. Kept: the provider and the plan's action, to report it
+    /// as it would have been reported. The rare resource that needs its
+    /// declaration after all (observed again because a requirement
+    /// changed, held, in a refused group) gets it again
+    /// ([`Observations::redeclare`]): the one the resource holds, parsed
+    /// only for a resource that holds none (built by hand, without a
+    /// declaration hash).
     Converged {
         provider: &'a dyn Provider,
         action: Option<Action>,
@@ -321,8 +324,9 @@ impl<'a> Observations<'a> {
         )
     }
 
-    /// Declares again the resource at `index` whose declaration was
-    /// dropped (see [`Held::Converged`]); `None` for any other.
+    /// The declaration of the resource at `index` observed converged (see
+    /// [`Held::Converged`]), as the resource holds it (parsed again only
+    /// when it holds none); `None` for any other.
     pub(crate) fn redeclare(&self, index: usize, resource: &'a Resource) -> Option<Bound<'a>> {
         match self.held.get(index)? {
             Held::Converged { provider, .. } => Some(Bound {
@@ -420,7 +424,8 @@ fn trusted<'a>(
 }
 
 /// What a check learns of one resource: its observation and the plan
-/// made from the same declaration (parsed once, in the observer thread),
+/// made from the same declaration (the one the resource holds, parsed in
+/// the observer thread only at its first use),
 /// with the provider that made them (so a caller asking for a capability
 /// does not look the kind up again).
 pub struct Inspection<'r> {
@@ -449,8 +454,9 @@ pub enum ContentDiff {
     Skip,
 }
 
-/// Observes and plans `resources` the way a pass does (each looked up and
-/// declared once, in parallel over the available cores), without applying
+/// Observes and plans `resources` the way a pass does (each looked up once
+/// and handed the declaration it holds, in parallel over the available
+/// cores), without applying
 /// anything: `datum check` and the agent's watch.
 pub fn inspect_all<'r>(
     registry: &'r Registry,

@@ -3,9 +3,11 @@
 //!
 //! A kind names its parsed declaration ([`Kind::Declaration`]) and what it
 //! carries from staging to activation ([`Kind::Staging`]); it never sees
-//! `&dyn Any`. The blanket impl parses once ([`Provider::declare`]) and
-//! downcasts for every later step, so no kind parses `resource.desired`
-//! again during a pass. A kind whose resources are one entry at a path
+//! `&dyn Any`. The blanket impl parses once ([`Provider::declare`]: the
+//! declaration is held by the resource, `datum_core::HeldDeclaration`, and
+//! shared by every pass over its catalogue while its declaration hash is
+//! the same) and downcasts for every later step, so no kind parses
+//! `resource.desired` again, neither during a pass nor in the next one. A kind whose resources are one entry at a path
 //! (File, Directory, Symlink) implements the narrower
 //! [`crate::common::entry::EntryProvider`] instead, which is a `Kind`
 //! through its own blanket impl.
@@ -15,6 +17,9 @@
 //! [`Capabilities`], the supertrait of both `Kind` and [`Provider`], which
 //! a kind implements once (`impl Capabilities for MyProvider`, empty when
 //! it has none) and the blanket impl needs not forward.
+
+use std::any::Any;
+use std::sync::Arc;
 
 use datum_core::{Diff, Observed, Resource};
 use datum_host::Host;
@@ -32,7 +37,9 @@ pub trait Kind: Capabilities + Send + Sync {
     /// The manifest `type:`.
     const KIND: &'static str;
     /// The declaration as the steps use it (fields parsed and checked).
-    type Declaration: Send + Sync + 'static;
+    /// Held beside the resource once parsed and shared by every pass;
+    /// `Clone` for the pass that writes into it (see [`Declared::get_mut`]).
+    type Declaration: Clone + Send + Sync + 'static;
     /// The declaration as written in a manifest, for its JSON Schema (see
     /// [`Provider::declaration_schema`]).
     type Written: schemars::JsonSchema;
@@ -168,7 +175,18 @@ impl<T: Kind> Provider for T {
     }
 
     fn declare<'r>(&self, resource: &'r Resource) -> Result<Declared<'r>, ProviderError> {
-        Ok(Declared::new(resource, Kind::declare(self, resource)?))
+        // Parsed once: a declaration the resource holds for what it
+        // declares now is shared, not parsed again (one of another type,
+        // made by another provider of the same kind name, is not used).
+        let hash = &resource.declaration_hash;
+        if let Some(held) = resource.held.get(hash)
+            && (*held).is::<T::Declaration>()
+        {
+            return Ok(Declared::shared(resource, held));
+        }
+        let declaration: Arc<dyn Any + Send + Sync> = Arc::new(Kind::declare(self, resource)?);
+        resource.held.hold(hash, Arc::clone(&declaration));
+        Ok(Declared::shared(resource, declaration))
     }
 
     fn observe_declared(&self, host: &Host, d: &Declared<'_>) -> Result<Observed, ProviderError> {

@@ -1,7 +1,8 @@
 //! The contract every resource type implements.
 //!
 //! A provider turns a resource's declared fields into a typed declaration
-//! (parsed once per pass, [`Provider::declare`]), observations of the host,
+//! (parsed once and held by the resource for every pass over its
+//! catalogue, [`Provider::declare`]), observations of the host,
 //! a plan, and changes, each step a separate call the engine drives:
 //! `stage`, `validation_target`, then `activate` or `discard`, then
 //! `verify`. Pure steps (`check`, `plan`) never touch the host, so they are
@@ -30,6 +31,7 @@
 
 use std::any::Any;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use datum_core::{Content, Diff, Observed, Resource, ResourceId};
 use datum_host::{Host, HostError};
@@ -208,35 +210,57 @@ impl StagingGate for OpenGate {
     }
 }
 
-/// A resource's declaration in its kind's typed form, parsed once
-/// ([`Provider::declare`]) and held beside the resource for a whole pass:
-/// every step of the pass (observe, plan, stage, activate, verify, and the
-/// capabilities that read the declaration) is handed this instead of
-/// parsing `desired` again. Opaque to the engine: only the kind that made
-/// it reads it (see [`crate::Kind`]).
+/// A resource's declaration in its kind's typed form, handed to every step
+/// of a pass (observe, plan, stage, activate, verify, and the capabilities
+/// that read the declaration) instead of parsing `desired` again. Opaque to
+/// the engine: only the kind that made it reads it (see [`crate::Kind`]).
+///
+/// It shares the declaration the resource holds
+/// ([`datum_core::HeldDeclaration`], parsed once by [`Provider::declare`]
+/// for as long as the resource declares the same): a pass never changes
+/// that one. What a pass writes into it ([`Declared::get_mut`], a batch's
+/// note) goes to a copy of its own, which the next pass does not see.
 pub struct Declared<'r> {
     pub resource: &'r Resource,
-    declaration: Box<dyn Any + Send + Sync>,
+    declaration: Arc<dyn Any + Send + Sync>,
+    /// This pass's own copy, once something wrote into the declaration.
+    own: Option<Box<dyn Any + Send + Sync>>,
 }
 
 impl<'r> Declared<'r> {
     pub fn new<T: Any + Send + Sync>(resource: &'r Resource, declaration: T) -> Self {
+        Self::shared(resource, Arc::new(declaration))
+    }
+
+    /// A declaration shared with whoever else holds it (the resource's
+    /// [`datum_core::HeldDeclaration`]).
+    pub fn shared(resource: &'r Resource, declaration: Arc<dyn Any + Send + Sync>) -> Self {
         Self {
             resource,
-            declaration: Box::new(declaration),
+            declaration,
+            own: None,
         }
     }
 
     /// The typed declaration, if it is a `T` (it is for the kind that
-    /// declared it).
+    /// declared it): this pass's copy once it has one.
     pub fn get<T: Any>(&self) -> Option<&T> {
-        self.declaration.downcast_ref::<T>()
+        match &self.own {
+            Some(own) => own.downcast_ref::<T>(),
+            None => self.declaration.downcast_ref::<T>(),
+        }
     }
 
     /// The typed declaration, mutably: a batch tells each declaration of
-    /// its kind what it learned of the others (see [`Batches`]).
-    pub fn get_mut<T: Any>(&mut self) -> Option<&mut T> {
-        self.declaration.downcast_mut::<T>()
+    /// its kind what it learned of the others (see [`Batches`]). Copy on
+    /// write: the first call copies the shared declaration into this
+    /// pass's own, so the one the resource holds stays as parsed.
+    pub fn get_mut<T: Any + Clone + Send + Sync>(&mut self) -> Option<&mut T> {
+        if self.own.is_none() {
+            let copy = self.declaration.downcast_ref::<T>()?.clone();
+            self.own = Some(Box::new(copy));
+        }
+        self.own.as_mut()?.downcast_mut::<T>()
     }
 }
 
@@ -462,10 +486,18 @@ pub trait Provider: Capabilities + Send + Sync {
     /// see `common::schema`), from the kind's declaration type.
     fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
 
-    /// Parses the resource's declaration into the kind's typed form, once
-    /// per pass; every other step is handed the result. An error names the
-    /// field (the catalogue has checked the fields, so this is rare: a
-    /// resource built by hand, a name that is not valid for the host).
+    /// The resource's declaration in the kind's typed form; every other
+    /// step is handed the result. Parsed once and held by the resource
+    /// ([`datum_core::HeldDeclaration`]) for as long as its declaration
+    /// hash is the same: the compiler declares every resource of the
+    /// catalogue it makes, a catalogue loaded from its snapshot declares
+    /// each at its first use, and every later call (every pass over the
+    /// catalogue) shares the one held (the blanket impl for
+    /// [`crate::Kind`] does this). A resource without a declaration hash
+    /// (built by hand) holds none and is parsed at each call. An error
+    /// names the field (the catalogue has checked the fields, so this is
+    /// rare: a resource built by hand, a name that is not valid for the
+    /// host); the compiler refuses such a catalogue.
     fn declare<'r>(&self, resource: &'r Resource) -> Result<Declared<'r>, ProviderError>;
 
     /// Reads the current state from the host.

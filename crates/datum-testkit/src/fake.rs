@@ -167,8 +167,10 @@ pub struct FakeFile {
     faults: Faults,
 }
 
-/// A [`FakeFile`]'s declaration, parsed once per pass (`declare` in the
-/// journal each time it is).
+/// A [`FakeFile`]'s declaration (`declare` in the journal each time it is
+/// parsed: once for a resource the compiler or a loaded catalogue holds it
+/// for, see `datum_core::HeldDeclaration`).
+#[derive(Clone)]
 pub struct FakeFileDeclared {
     id: ResourceId,
     path: PathBuf,

@@ -218,9 +218,17 @@ impl<'r> Analysis<'r> {
             .map(|((m, content), requires)| self.resource(m, content, requires))
             .collect();
         // Over the explicit requirements only, as before the edges added
-        // below.
-        in_stretches(&mut resources, |_, stretch| {
-            for r in stretch {
+        // below. Then each resource is declared (its kind's typed
+        // declaration parsed, its content rendered already) and holds it:
+        // every pass over this catalogue uses that one, and a declaration
+        // that does not parse is refused here, not by the pass. Not when an
+        // error was found already: there will be no catalogue, and what
+        // refused the resource (its field, at its line) is said already.
+        let registry = self.registry;
+        let declare = !self.diags.has_errors();
+        let undeclared = in_stretches(&mut resources, |first, stretch| {
+            let mut undeclared = Vec::new();
+            for (k, r) in stretch.iter_mut().enumerate() {
                 r.declaration_hash = declaration_hash(
                     &r.id,
                     &r.desired,
@@ -229,8 +237,37 @@ impl<'r> Analysis<'r> {
                     r.sensitive,
                     &r.requires,
                 );
+                if declare
+                    && let Some(provider) = registry.lookup(&r.id.kind)
+                    && let Err(e) = provider.declare(r)
+                {
+                    undeclared.push((first + k, e));
+                }
             }
+            undeclared
         });
+        let mut refused = false;
+        for (at, e) in undeclared.into_iter().flatten() {
+            let Some(r) = resources.get(at) else {
+                continue;
+            };
+            // A sensitive resource's values may be in the kind's words.
+            let message = if r.sensitive {
+                format!("{} does not parse as its type declares", r.id)
+            } else {
+                format!("{} does not parse as its type declares: {e}", r.id)
+            };
+            self.diags.push(
+                Diagnostic::error(message)
+                    .resource(&r.id)
+                    .at(r.origin.clone())
+                    .hiding_source(r.sensitive),
+            );
+            refused = true;
+        }
+        if refused {
+            return None;
+        }
         for (&(from, _), (_, to_id)) in added.iter().zip(&autorequires) {
             if let Some(r) = resources.get_mut(from) {
                 r.requires.push(to_id.clone());
@@ -423,8 +460,9 @@ impl<'r> Analysis<'r> {
             origin: last.origin(),
             field_origins,
             // Hashed for every resource at once, on every core
-            // (`host_catalogue`).
+            // (`host_catalogue`), and declared there.
             declaration_hash: String::new(),
+            held: Default::default(),
         }
     }
 }

@@ -213,6 +213,7 @@ fn resource(name: &str, sensitive: bool, bytes: &[u8]) -> Resource {
         origin: datum_core::Origin::default(),
         field_origins: Default::default(),
         declaration_hash: format!("decl-{name}"),
+        held: Default::default(),
     }
 }
 

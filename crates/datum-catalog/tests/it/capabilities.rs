@@ -111,3 +111,109 @@ fn two_kinds_claiming_one_path_conflict_and_nothing_lives_in_an_absent_folder() 
         "{lines:#?}"
     );
 }
+
+/// A kind whose fields check but whose declaration never parses (what a
+/// kind's `declare` refuses beyond `check_fields`): the pass would fail it.
+struct Unparsed;
+
+impl datum_providers::Capabilities for Unparsed {}
+
+impl datum_providers::Kind for Unparsed {
+    const KIND: &'static str = "Unparsed";
+    type Declaration = ();
+    type Written = serde_json::Value;
+    type Staging = datum_providers::Planned;
+
+    fn check_fields(
+        &self,
+        _desired: &serde_json::Value,
+    ) -> Result<(), Vec<datum_providers::FieldError>> {
+        Ok(())
+    }
+    fn declare(&self, r: &datum_core::Resource) -> Result<(), datum_providers::ProviderError> {
+        Err(datum_providers::ProviderError::Invalid {
+            field: "word".to_owned(),
+            message: format!(
+                "`{}` is not a word here",
+                r.desired_str("word").unwrap_or("")
+            ),
+        })
+    }
+    fn observe(
+        &self,
+        _: &datum_host::Host,
+        _: &datum_core::Resource,
+        _: &(),
+    ) -> Result<datum_core::Observed, datum_providers::ProviderError> {
+        Ok(datum_core::Observed::absent())
+    }
+    fn plan(&self, _: &datum_core::Resource, _: &(), _: &datum_core::Observed) -> datum_core::Diff {
+        datum_core::Diff::default()
+    }
+    fn stage(
+        &self,
+        _: &datum_host::Host,
+        _: &datum_core::Resource,
+        _: &(),
+        observed: &datum_core::Observed,
+        diff: &datum_core::Diff,
+    ) -> Result<datum_providers::Planned, datum_providers::ProviderError> {
+        Ok(datum_providers::kind::planned(observed, diff))
+    }
+    fn activate(
+        &self,
+        _: &datum_host::Host,
+        _: &datum_core::Resource,
+        _: &(),
+        _: datum_providers::Planned,
+    ) -> Result<datum_providers::Activated<datum_providers::Planned>, datum_providers::ProviderError>
+    {
+        Ok(datum_providers::Activated::Done)
+    }
+}
+
+/// The compiler declares every resource of the catalogue it makes (each
+/// is held for every pass, see `datum_core::HeldDeclaration`): one whose
+/// declaration does not parse is a compile error naming its file, line
+/// and resource, and no catalogue is made (before, the compile passed and
+/// each pass failed the resource); a sensitive one's error quotes none of
+/// its values and shows no line.
+#[test]
+fn a_declaration_that_does_not_parse_is_a_compile_error_at_its_resource() {
+    let repo =
+        Repo::new("datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n");
+    repo.file(
+        "base/all.yaml",
+        &[
+            doc(
+                "FakeFile",
+                "fine",
+                "  path: /srv/fine\n  content: \"a\\n\"\n",
+            ),
+            doc("Unparsed", "odd", "  word: plain\n"),
+            format!(
+                "{}sensitive: true\n",
+                doc("Unparsed", "hidden", "  word: s3cret\n")
+            ),
+        ]
+        .join("---\n"),
+    );
+    let (mut providers, _, _) = fake_providers();
+    providers.push(Box::new(Unparsed));
+    let registry = Registry::new(providers);
+    let diags = Compiler::new(&registry)
+        .compile(repo.path(), &one_host())
+        .unwrap_err();
+    let lines: Vec<String> = diags.iter().map(|d| d.one_line()).collect();
+    assert_eq!(
+        lines,
+        [
+            "base/all.yaml:8:1: error: Unparsed[odd]: Unparsed[odd] does not parse as its type declares: word: `plain` is not a word here",
+            "base/all.yaml:14:1: error: Unparsed[hidden]: Unparsed[hidden] does not parse as its type declares",
+        ],
+    );
+    let hidden: Vec<bool> = diags.iter().map(|d| d.hide_source).collect();
+    assert_eq!(hidden, [false, true]);
+    let shown = format!("{diags:?}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+}

@@ -28,7 +28,7 @@ use crate::{
 };
 
 /// A declaration naming one path.
-pub trait EntryDesired: Sized + Send + Sync + 'static {
+pub trait EntryDesired: Sized + Clone + Send + Sync + 'static {
     /// The typed declaration (fields already checked by the catalogue).
     fn from_resource(resource: &Resource) -> Result<Self, ProviderError>;
     /// The declared path (as on the managed machine, not under the root).

@@ -940,6 +940,56 @@ Version: 3.0
         }
     }
 
+    /// The batch's note is the pass's: it goes to the pass's own copy of
+    /// each declaration, never into the one the resource holds for every
+    /// pass (the agent's next pass over the same catalogue, declared
+    /// again from it, starts without it, and a pass over part of the
+    /// catalogue learns only of its own members).
+    #[test]
+    fn the_batchs_note_is_not_kept_in_the_declaration_the_resource_holds() {
+        let root = root();
+        let host = Host::with_name(root.path(), "h");
+        let held = |name: &str, desired: Value| Resource {
+            declaration_hash: format!("hash-{name}"),
+            ..resource(name, desired)
+        };
+        let resources = [
+            held("demo", json!({})),
+            held("leftover", json!({"state": "absent"})),
+        ];
+        let absent = |d: &Declared<'_>| -> Vec<String> {
+            crate::kind::declaration::<PackageProvider>(d)
+                .unwrap()
+                .absent_alongside
+                .to_vec()
+        };
+        let pass = |members: &[&Resource]| -> Vec<Vec<String>> {
+            let mut declared: Vec<Declared<'_>> = members
+                .iter()
+                .map(|r| Provider::declare(&PackageProvider, r).unwrap())
+                .collect();
+            let before: Vec<Vec<String>> = declared.iter().map(absent).collect();
+            assert!(
+                before.iter().all(Vec::is_empty),
+                "before the batch: {before:?}"
+            );
+            let mut batch: Vec<&mut Declared<'_>> = declared.iter_mut().collect();
+            Batches::apply_batch(&PackageProvider, &host, &mut batch);
+            declared.iter().map(absent).collect()
+        };
+        assert_eq!(
+            pass(&[&resources[0], &resources[1]]),
+            [["leftover"], ["leftover"]]
+        );
+        assert!(
+            resources
+                .iter()
+                .all(|r| r.held.is_held(&r.declaration_hash))
+        );
+        // The next pass, over `demo` alone: no note of the first pass's.
+        assert_eq!(pass(&[&resources[0]]), [Vec::<String>::new()]);
+    }
+
     #[test]
     fn matching_declarations_have_no_diff() {
         let root = root();

@@ -515,6 +515,7 @@ mod tests {
             origin: datum_core::Origin::default(),
             field_origins: Default::default(),
             declaration_hash: String::new(),
+            held: Default::default(),
         };
         TreeDesired::from_resource(&resource).unwrap()
     }

@@ -980,6 +980,7 @@ mod tests {
             origin: datum_core::Origin::default(),
             field_origins: Default::default(),
             declaration_hash: String::new(),
+            held: Default::default(),
         };
         let d = TreeDesired::from_resource(&resource).unwrap();
         assert!(packed_as_compiled(&resource, &d).is_ok());

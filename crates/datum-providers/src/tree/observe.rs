@@ -578,6 +578,7 @@ mod tests {
             origin: datum_core::Origin::default(),
             field_origins: Default::default(),
             declaration_hash: String::new(),
+            held: Default::default(),
         };
         let d = TreeDesired::from_resource(&resource).unwrap();
         let host = Host::with_name(&root, "test-host");
