@@ -265,6 +265,38 @@ mod tests {
         );
     }
 
+    /// A check that ran late does not move the class's slots: the next is
+    /// the next slot after it, not an interval after the late check (the
+    /// daemon test cannot see this on a loaded machine, where any check
+    /// may be late).
+    #[test]
+    fn a_late_check_keeps_the_class_on_its_slots() {
+        let t0 = Instant::now();
+        let interval = Duration::from_secs(10);
+        let offset = jitter_offset("h", "critical", interval);
+        // A slot of the class: unix time 1_000_000 s + offset (1_000_000
+        // is a whole number of intervals).
+        let slot = Duration::from_secs(1_000_000) + offset;
+        let mut s = Schedule::new(
+            "h",
+            &[spec("critical", 10, false)],
+            Duration::from_secs(3600),
+            t0,
+            slot - Duration::from_secs(1),
+        );
+        s.ran_full(t0, slot - Duration::from_secs(1));
+        assert_eq!(s.next_deadline(), t0 + Duration::from_secs(1));
+        // Run 7 s late: the next is 3 s later, at the next slot.
+        let late = t0 + Duration::from_secs(8);
+        assert_eq!(s.due(late), Some(Due::Class("critical".into())));
+        s.ran_class("critical", late, slot + Duration::from_secs(7));
+        assert_eq!(s.next_deadline(), late + Duration::from_secs(3));
+        // On time: a whole interval later.
+        let on_time = late + Duration::from_secs(3);
+        s.ran_class("critical", on_time, slot + interval);
+        assert_eq!(s.next_deadline(), on_time + interval);
+    }
+
     #[test]
     fn detection_bound_is_interval_or_debounce_plus_inspection() {
         let i = Duration::from_secs(60);

@@ -18,6 +18,10 @@ struct Shared {
     fail_full_passes: usize,
     /// How long each load takes.
     load_time: Duration,
+    /// Loads that have started.
+    loads_started: usize,
+    /// Loads wait while this is set.
+    hold_loads: bool,
 }
 
 struct Fake {
@@ -29,7 +33,14 @@ struct Fake {
 
 impl ClassChecker for Fake {
     fn load(&mut self) -> Result<Loaded, LoadError> {
-        let took = self.shared.lock().unwrap().load_time;
+        let took = {
+            let mut s = self.shared.lock().unwrap();
+            s.loads_started += 1;
+            s.load_time
+        };
+        while self.shared.lock().unwrap().hold_loads {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         std::thread::sleep(took);
         let mut s = self.shared.lock().unwrap();
         s.loads += 1;
@@ -138,7 +149,7 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
     let t0 = Instant::now();
     while !cond() {
         assert!(
-            t0.elapsed() < Duration::from_secs(10),
+            t0.elapsed() < Duration::from_secs(30),
             "timed out waiting for {what}"
         );
         std::thread::sleep(Duration::from_millis(10));
@@ -158,10 +169,13 @@ fn full_pass_first_then_each_class_on_its_interval_then_stop() {
         work: Duration::ZERO,
     };
     let log = Arc::new(Mutex::new(Vec::new()));
+    let t0 = Instant::now();
     let (control, metrics, handle) = start(fake, Arc::clone(&log));
     std::thread::sleep(Duration::from_millis(1300));
     control.stop();
     handle.join().unwrap().unwrap();
+    // The slots that passed: more than 1.3 s if the sleep overran.
+    let ran_for = t0.elapsed().as_millis();
     let s = shared.lock().unwrap();
     assert_eq!(s.scopes[0].1, Scope::All);
     let critical = s
@@ -174,23 +188,20 @@ fn full_pass_first_then_each_class_on_its_interval_then_stop() {
         .iter()
         .filter(|(_, sc)| *sc == Scope::Class("normal".into()))
         .count();
-    // 1.3 s: critical every 200 ms (~6), normal every 500 ms (~2).
-    assert!((4..=7).contains(&critical), "critical ran {critical} times");
-    assert!((1..=3).contains(&normal), "normal ran {normal} times");
-    // Consecutive critical checks are one interval apart (slots, no drift).
-    let times: Vec<Instant> = s
-        .scopes
-        .iter()
-        .filter(|(_, sc)| *sc == Scope::Class("critical".into()))
-        .map(|(t, _)| *t)
-        .collect();
-    for pair in times.windows(2) {
-        let gap = pair[1] - pair[0];
-        assert!(
-            gap >= Duration::from_millis(150) && gap <= Duration::from_millis(300),
-            "gap {gap:?}"
-        );
-    }
+    // 1.3 s: critical every 200 ms (~6), normal every 500 ms (~2), and
+    // never more than one check per slot. On a loaded machine a check may
+    // run late (fewer checks, uneven gaps: the one after a late check comes
+    // at the next slot, maybe a few ms later); where the slots are is
+    // schedule::tests::a_late_check_keeps_the_class_on_its_slots.
+    let most = |every: u128| usize::try_from(ran_for / every + 1).unwrap();
+    assert!(
+        (1..=most(200)).contains(&critical),
+        "critical ran {critical} times in {ran_for} ms"
+    );
+    assert!(
+        (1..=most(500)).contains(&normal),
+        "normal ran {normal} times in {ran_for} ms"
+    );
     let text = metrics.encode();
     assert!(text.contains("datum_checks_total{class=\"critical\",trigger=\"interval\"}"));
     assert!(
@@ -255,14 +266,29 @@ fn a_watched_edit_is_checked_within_the_debounce() {
     );
     assert!(latency < Duration::from_secs(1), "{latency:?}");
     drop(s);
+    // Counted once the loop has stopped: the fake notes a check as it
+    // starts, before the loop counts it (and one edit's events may fall
+    // in two windows under load: each check is counted).
+    control.stop();
+    handle.join().unwrap().unwrap();
+    let checks = shared
+        .lock()
+        .unwrap()
+        .scopes
+        .iter()
+        .filter(|(_, s)| matches!(s, Scope::Resources { .. }))
+        .count();
     let text = metrics.encode();
     assert!(
         text.contains("datum_class_watched{class=\"critical\"} 1"),
         "{text}"
     );
-    assert!(text.contains("datum_checks_total{class=\"critical\",trigger=\"watch\"} 1"));
-    control.stop();
-    handle.join().unwrap().unwrap();
+    assert!(
+        text.contains(&format!(
+            "datum_checks_total{{class=\"critical\",trigger=\"watch\"}} {checks}"
+        )),
+        "{text}"
+    );
 }
 
 #[test]
@@ -522,17 +548,22 @@ fn a_watched_change_whose_check_could_not_run_is_checked_again() {
             .map(|(t, _)| *t)
             .collect::<Vec<_>>()
     };
-    wait_for("the retry", || watch_checks(&shared).len() == 2);
+    wait_for("the retry", || watch_checks(&shared).len() >= 2);
     let times = watch_checks(&shared);
     // Not at once (the lock is still held), nor an interval later.
     let gap = times[1] - times[0];
     assert!(gap >= Duration::from_millis(500), "{gap:?}");
     control.stop();
     handle.join().unwrap().unwrap();
+    // Every check but the first ran (one edit's events may fall in two
+    // windows on a loaded machine: a third check).
+    let ran = watch_checks(&shared).len() - 1;
     let text = metrics.encode();
     assert!(text.contains("datum_check_errors_total 1"), "{text}");
     assert!(
-        text.contains("datum_checks_total{class=\"critical\",trigger=\"watch\"} 1"),
+        text.contains(&format!(
+            "datum_checks_total{{class=\"critical\",trigger=\"watch\"}} {ran}"
+        )),
         "{text}"
     );
     let log = log.lock().unwrap();
@@ -582,7 +613,12 @@ fn a_full_pass_that_could_not_run_runs_again_soon() {
     let (first, second) = (times[1] - times[0], times[2] - times[1]);
     assert!(first >= Duration::from_millis(900), "{first:?}");
     assert!(second >= first + Duration::from_millis(500), "{second:?}");
-    std::thread::sleep(Duration::from_millis(300));
+    // The third ran (a stop before it ends would cut it short).
+    wait_for("the third pass to be counted", || {
+        metrics
+            .encode()
+            .contains("datum_checks_total{class=\"daily\",trigger=\"full\"} 1")
+    });
     control.stop();
     handle.join().unwrap().unwrap();
     assert_eq!(full_passes(&shared).len(), 3);
@@ -667,20 +703,24 @@ fn a_burst_of_reloads_is_one_reload_not_one_each() {
     wait_for("the first pass", || {
         !shared.lock().unwrap().scopes.is_empty()
     });
-    // 20 requests within 100 ms, while one load takes 500 ms.
-    for _ in 0..20 {
-        control.reload();
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    // The last request came during a reload: one more follows it.
-    wait_for("the reloads to settle", || {
-        shared.lock().unwrap().scopes.len() >= 2
+    // The first request's reload is held until the other 19 are in (it
+    // took 500 ms while the burst took 100 ms, which a loaded machine
+    // stretched past the reload: 4 loads).
+    shared.lock().unwrap().hold_loads = true;
+    control.reload();
+    wait_for("the reload to start", || {
+        shared.lock().unwrap().loads_started == 2
     });
-    std::thread::sleep(Duration::from_millis(1200));
+    for _ in 0..19 {
+        control.reload();
+    }
+    shared.lock().unwrap().hold_loads = false;
+    // A stop is handled after every request sent before it: the reload
+    // they asked for has run by the time the loop ends.
     control.stop();
     handle.join().unwrap().unwrap();
     let s = shared.lock().unwrap();
-    // The first load, then at most one reload running when the burst
-    // began and one after it.
-    assert!((2..=3).contains(&s.loads), "{} loads", s.loads);
+    // The first load, the reload running when the burst came, and one
+    // after it.
+    assert_eq!(s.loads, 3, "{} loads", s.loads);
 }
