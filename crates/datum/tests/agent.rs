@@ -31,8 +31,20 @@ use tempfile::TempDir;
 
 const DATUM: &str = env!("CARGO_BIN_EXE_datum");
 
+/// The interval of a class no test may see checked on its interval. A
+/// class's slots are fixed Unix times (its phase on the host), so the
+/// `critical` class of 60 s came due every minute at :35.978 on host
+/// `agent-test`, and a test running across that second (more of them the
+/// longer tests take under load) saw an interval check it did not expect:
+/// the class's picture changed, a change was reverted by the interval
+/// check, not the watch's. The next slot of 100 years is in 2069
+/// (`critical`) or 2112 (`normal`).
+const NOT_DUE: &str = "100y";
+
 /// A repository with a watched `critical` class and a polled `normal` one,
-/// both with one file, and a root to check.
+/// both with one file, and a root to check. `critical` is never due on its
+/// interval ([`NOT_DUE`]): what checks it is the first full pass and the
+/// watch.
 struct Estate {
     dir: TempDir,
 }
@@ -47,7 +59,7 @@ impl Estate {
             "repo/datum.yaml",
             &format!(
                 "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {{}}\n\
-                 classes:\n  critical: {{interval: 60s, watch: true}}\n  normal: {{interval: {normal_interval}}}\n"
+                 classes:\n  critical: {{interval: 100y, watch: true}}\n  normal: {{interval: {normal_interval}}}\n"
             ),
         );
         e.write(
@@ -296,7 +308,7 @@ fn watched_drift_shows_within_a_second_and_polled_within_its_bound() {
 /// not only through its folder (whose watch the kernel tells nothing of it).
 #[test]
 fn a_write_through_another_hard_link_of_a_watched_file_is_seen_at_once() {
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     let agent = estate.start(&[]);
     agent.wait_metric(
         "datum_resources{class=\"critical\",state=\"converged\"} 1",
@@ -314,38 +326,27 @@ fn a_write_through_another_hard_link_of_a_watched_file_is_seen_at_once() {
         "PermitRootLogin yes\n",
     )
     .unwrap();
-    // The class is checked every 60 s otherwise.
-    let took = agent.wait_metric(CRIT_DRIFT, Duration::from_secs(2));
-    assert!(took < Duration::from_secs(2), "{took:?}");
+    // The class is never due on its interval (and the backstop full pass
+    // an hour away): what finds the drift is a watch's check. Linking the
+    // file is an event of its own (its link count), whose check may come
+    // first and find the file converged.
+    agent.wait_metric(CRIT_DRIFT, Duration::from_secs(20));
+    agent.wait_log("the watch's check", |l| {
+        l.contains("check (watch) of class critical (1 resource(s)): 1 open finding(s)")
+    });
+    let text = agent.metrics();
     assert!(
-        agent
-            .log_text()
-            .contains("check (watch) of class critical (1 resource(s))")
+        text.contains("datum_checks_total{class=\"critical\",trigger=\"full\"} 1")
+            && text.contains("datum_checks_total{class=\"critical\",trigger=\"interval\"} 0"),
+        "{text}"
     );
 }
 
 #[test]
 fn a_revert_class_is_reverted_by_the_agent_in_process() {
-    let estate = Estate::new("1h");
-    let settings = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
-    estate.write(
-        "repo/datum.yaml",
-        &settings.replace(
-            "critical: {interval: 60s, watch: true}",
-            "critical: {interval: 60s, watch: true, policy: revert}",
-        ),
-    );
-    let agent = estate.start(&[]);
-    agent.wait_metric(
-        "datum_resources{class=\"critical\",state=\"converged\"} 1",
-        Duration::from_secs(10),
-    );
+    let (estate, agent) = reverting_estate();
     estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
-    let restored = wait("the revert", Duration::from_secs(5), || {
-        let now = std::fs::read_to_string(estate.path("root/etc/app/sshd.conf")).ok()?;
-        (now == "PermitRootLogin no\n").then_some(())
-    });
-    assert!(restored.is_some(), "not reverted:\n{}", agent.log_text());
+    wait_content(&estate, "PermitRootLogin no\n", &agent);
     // The evidence was kept: the drifted content is in the backup store.
     let out = estate.datum(&["backup", "list"]).output().unwrap();
     assert!(
@@ -356,7 +357,7 @@ fn a_revert_class_is_reverted_by_the_agent_in_process() {
     // (reverted by the class's last check) until the class's next check.
     agent.wait_metric(
         "datum_resources{class=\"critical\",state=\"changed\"} 1",
-        Duration::from_secs(5),
+        Duration::from_secs(20),
     );
     assert!(
         agent
@@ -366,8 +367,9 @@ fn a_revert_class_is_reverted_by_the_agent_in_process() {
     // The watch library's own chatter (at info: 'unable to remove watch
     // descriptor from inotify: Os { code: 22, ... }' when the file it watched
     // on its own inode was replaced, as every revert does) is not the
-    // operator's business: only its warnings are logged.
-    std::thread::sleep(Duration::from_millis(300));
+    // operator's business: only its warnings are logged. It would be logged
+    // as the library reads the revert's events, before a later edit's.
+    events_handled(&estate, &agent);
     let log = agent.log_text();
     assert!(!log.contains("notify::"), "{log}");
 }
@@ -380,18 +382,18 @@ fn a_revert_class_is_reverted_by_the_agent_in_process() {
 /// put back (or that a patch now waits for the repository).
 #[test]
 fn what_a_policy_did_is_counted_not_only_shown_until_the_next_check() {
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     let settings = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
     estate.write(
         "repo/datum.yaml",
         &settings
             .replace(
-                "critical: {interval: 60s, watch: true}",
-                "critical: {interval: 60s, watch: true, policy: revert}",
+                "critical: {interval: 100y, watch: true}",
+                "critical: {interval: 100y, watch: true, policy: revert}",
             )
             .replace(
-                "normal: {interval: 1h}",
-                "normal: {interval: 1h, watch: true, policy: accept}",
+                "normal: {interval: 100y}",
+                "normal: {interval: 100y, watch: true, policy: accept}",
             ),
     );
     let agent = estate.start(&[]);
@@ -410,18 +412,18 @@ fn what_a_policy_did_is_counted_not_only_shown_until_the_next_check() {
     estate.write("root/etc/app/motd", "hello from a person\n");
     agent.wait_metric(
         "datum_policy_actions_total{class=\"normal\",action=\"accepted\"} 1",
-        Duration::from_secs(5),
+        Duration::from_secs(20),
     );
     agent.wait_log("the accept in the log", |l| l.contains("1 accepted"));
     estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
     wait_content(&estate, "PermitRootLogin no\n", &agent);
     agent.wait_metric(
         "datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 1",
-        Duration::from_secs(5),
+        Duration::from_secs(20),
     );
     // The revert's own write sets off no check (its file is as the revert
     // left it): the picture stays the revert's until the class's next check.
-    std::thread::sleep(Duration::from_millis(500));
+    events_handled(&estate, &agent);
     let text = agent.metrics();
     assert!(
         text.contains("datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 1")
@@ -443,10 +445,11 @@ fn a_reverts_own_write_sets_off_no_second_check() {
     wait_content(&estate, "PermitRootLogin no\n", &agent);
     agent.wait_metric(
         "datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 1",
-        Duration::from_secs(5),
+        Duration::from_secs(20),
     );
-    // The revert's own events (debounce 100 ms) have come and gone.
-    std::thread::sleep(Duration::from_millis(600));
+    // The revert's own events have been handled (and a check they set off
+    // counted and logged) once a later edit's check is.
+    events_handled(&estate, &agent);
     let text = agent.metrics();
     let log = agent.log_text();
     assert_eq!(
@@ -468,15 +471,15 @@ fn a_reverts_own_write_sets_off_no_second_check() {
     wait_content(&estate, "PermitRootLogin no\n", &agent);
     agent.wait_metric(
         "datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 2",
-        Duration::from_secs(5),
+        Duration::from_secs(20),
     );
     estate.write("root/etc/app/sshd.conf", "PermitRootLogin again\n");
     wait_content(&estate, "PermitRootLogin no\n", &agent);
     agent.wait_metric(
         "datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 3",
-        Duration::from_secs(5),
+        Duration::from_secs(20),
     );
-    std::thread::sleep(Duration::from_millis(600));
+    events_handled(&estate, &agent);
     assert!(
         agent
             .metrics()
@@ -496,7 +499,7 @@ fn a_reverts_own_write_sets_off_no_second_check() {
 /// until the next interval check.
 #[test]
 fn a_watch_check_of_a_policy_class_counts_every_resource_of_the_class() {
-    let estate = Estate::unapplied("1h");
+    let estate = Estate::unapplied(NOT_DUE);
     estate.write(
         "repo/base/banner.yaml",
         "datum: v1alpha1\ntype: File\nname: banner\nclass: critical\ndesired:\n  path: /etc/app/banner\n  content: \"authorised use only\\n\"\n",
@@ -506,10 +509,15 @@ fn a_watch_check_of_a_policy_class_counts_every_resource_of_the_class() {
     let settings = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
     estate.write(
         "repo/datum.yaml",
-        &settings.replace(
-            "critical: {interval: 60s, watch: true}",
-            "critical: {interval: 60s, watch: true, policy: revert}",
-        ),
+        &settings
+            .replace(
+                "critical: {interval: 100y, watch: true}",
+                "critical: {interval: 100y, watch: true, policy: revert}",
+            )
+            .replace(
+                "normal: {interval: 100y}",
+                "normal: {interval: 100y, watch: true}",
+            ),
     );
     let agent = estate.start(&[]);
     agent.wait_metric(
@@ -520,11 +528,11 @@ fn a_watch_check_of_a_policy_class_counts_every_resource_of_the_class() {
     wait_content(&estate, "PermitRootLogin no\n", &agent);
     agent.wait_metric(
         "datum_policy_actions_total{class=\"critical\",action=\"reverted\"} 1",
-        Duration::from_secs(5),
+        Duration::from_secs(20),
     );
     // The revert's picture (its own write sets off no other check): the
     // untouched file converged, the reverted one changed, two in all.
-    std::thread::sleep(Duration::from_millis(500));
+    events_handled(&estate, &agent);
     let text = agent.metrics();
     assert!(
         text.contains("datum_resources{class=\"critical\",state=\"converged\"} 1")
@@ -540,7 +548,7 @@ fn a_watch_check_of_a_policy_class_counts_every_resource_of_the_class() {
 /// stream of edits cannot hide interval checks that stopped.
 #[test]
 fn a_watch_check_does_not_move_the_last_complete_check_time() {
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     let agent = estate.start(&[]);
     agent.wait_metric(
         "datum_checks_total{class=\"critical\",trigger=\"full\"} 1",
@@ -557,7 +565,7 @@ fn a_watch_check_does_not_move_the_last_complete_check_time() {
     estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
     agent.wait_metric(
         "datum_checks_total{class=\"critical\",trigger=\"watch\"} 1",
-        Duration::from_secs(5),
+        Duration::from_secs(20),
     );
     let text = agent.metrics();
     assert!(text.contains(CRIT_DRIFT), "{text}");
@@ -577,17 +585,23 @@ fn a_watch_check_does_not_move_the_last_complete_check_time() {
     assert_ne!(last(&agent.metrics()), after_full);
 }
 
-/// An estate whose `critical` class reverts, with the agent running and
-/// its first pass seen converged.
+/// An estate whose `critical` class reverts and whose `normal` class is
+/// watched too (for [`events_handled`]), with the agent running and its
+/// first pass seen converged.
 fn reverting_estate() -> (Estate, Agent) {
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     let settings = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
     estate.write(
         "repo/datum.yaml",
-        &settings.replace(
-            "critical: {interval: 60s, watch: true}",
-            "critical: {interval: 60s, watch: true, policy: revert}",
-        ),
+        &settings
+            .replace(
+                "critical: {interval: 100y, watch: true}",
+                "critical: {interval: 100y, watch: true, policy: revert}",
+            )
+            .replace(
+                "normal: {interval: 100y}",
+                "normal: {interval: 100y, watch: true}",
+            ),
     );
     let agent = estate.start(&[]);
     agent.wait_metric(
@@ -597,9 +611,57 @@ fn reverting_estate() -> (Estate, Agent) {
     (estate, agent)
 }
 
+/// The watch checks of class `normal` in `/metrics`.
+fn normal_watch_checks(text: &str) -> usize {
+    text.lines()
+        .find_map(|l| l.strip_prefix("datum_checks_total{class=\"normal\",trigger=\"watch\"} "))
+        .unwrap_or_else(|| panic!("no watch checks of normal in:\n{text}"))
+        .parse()
+        .unwrap()
+}
+
+/// Returns once every file-change event the kernel queued before this call
+/// has been handled by the agent, and each check it set off is counted and
+/// in the log: edits the watched `normal` class's file and waits for the
+/// watch check of it. One inotify queue carries every watch's events in
+/// order, and the daemon checks the classes a window gathered in name
+/// order (`critical` before `normal`), so a check of `critical` the
+/// earlier events set off is counted and logged before it. What "nothing
+/// else happened" is asserted against, instead of a sleep that assumes a
+/// fast machine. Call it only once the events of earlier edits of `normal`
+/// are handled (a check of `critical` the test waited for came after
+/// them).
+fn events_handled(estate: &Estate, agent: &Agent) {
+    let before = normal_watch_checks(&agent.metrics());
+    estate.write(
+        "root/etc/app/motd",
+        &format!("edited by hand, the {}th time\n", before + 1),
+    );
+    let line = format!(
+        "datum_checks_total{{class=\"normal\",trigger=\"watch\"}} {}",
+        before + 1
+    );
+    let seen = wait("the check of normal", Duration::from_secs(20), || {
+        (normal_watch_checks(&agent.metrics()) > before).then_some(())
+    });
+    assert!(
+        seen.is_some(),
+        "no `{line}` within 20 s:\n{}\nlog:\n{}",
+        agent.metrics(),
+        agent.log_text()
+    );
+    // The log line of each check is written after it is counted.
+    let counted = normal_watch_checks(&agent.metrics());
+    let logged = wait("its log line", Duration::from_secs(20), || {
+        let log = agent.log_text();
+        (log.matches("check (watch) of class normal").count() >= counted).then_some(())
+    });
+    assert!(logged.is_some(), "{}", agent.log_text());
+}
+
 /// Waits until the watched file holds `text` again; its content then.
 fn wait_content(estate: &Estate, text: &str, agent: &Agent) {
-    let restored = wait("the revert", Duration::from_secs(5), || {
+    let restored = wait("the revert", Duration::from_secs(20), || {
         let now = std::fs::read_to_string(estate.path("root/etc/app/sshd.conf")).ok()?;
         (now == text).then_some(())
     });
@@ -633,7 +695,7 @@ fn a_revert_with_a_broken_repository_on_disk_applies_the_last_good_catalogue() {
     wait_content(&estate, "PermitRootLogin no\n", &agent);
     agent.wait_metric(
         "datum_resources{class=\"critical\",state=\"changed\"} 1",
-        Duration::from_secs(5),
+        Duration::from_secs(20),
     );
     let metrics = agent.metrics();
     // The refusal is what went wrong, and it stays counted; the check
@@ -662,7 +724,8 @@ fn a_repository_edit_that_was_never_reloaded_does_not_go_live_through_a_revert()
     estate.write("root/etc/app/sshd.conf", "PermitRootLogin yes\n");
     // Reverted to the declaration the agent loaded, not to the one on disk.
     wait_content(&estate, "PermitRootLogin no\n", &agent);
-    std::thread::sleep(Duration::from_millis(300));
+    // And stays so: whatever the revert's own write set off has run.
+    events_handled(&estate, &agent);
     assert_eq!(
         std::fs::read_to_string(estate.path("root/etc/app/sshd.conf")).unwrap(),
         "PermitRootLogin no\n",
@@ -678,13 +741,13 @@ fn a_repository_edit_that_was_never_reloaded_does_not_go_live_through_a_revert()
 /// process-wide flag), which loaded the edit nobody had asked to load.
 #[test]
 fn a_source_edit_that_was_never_reloaded_does_not_go_live_through_a_revert() {
-    let estate = Estate::unapplied("1h");
+    let estate = Estate::unapplied(NOT_DUE);
     let settings = std::fs::read_to_string(estate.path("repo/datum.yaml")).unwrap();
     estate.write(
         "repo/datum.yaml",
         &settings.replace(
-            "critical: {interval: 60s, watch: true}",
-            "critical: {interval: 60s, watch: true, policy: revert}",
+            "critical: {interval: 100y, watch: true}",
+            "critical: {interval: 100y, watch: true, policy: revert}",
         ),
     );
     let files = std::fs::read_to_string(estate.path("repo/base/files.yaml")).unwrap();
@@ -730,7 +793,7 @@ fn a_source_edit_that_was_never_reloaded_does_not_go_live_through_a_revert() {
 
 #[test]
 fn once_exits_like_check() {
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     let out = estate.datum(&["agent", "--once"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     estate.write("root/etc/app/motd", "drifted\n");
@@ -767,7 +830,7 @@ fn once_exits_like_check() {
 
 #[test]
 fn a_sensitive_resource_that_cannot_be_observed_is_not_named_in_the_log() {
-    let estate = Estate::unapplied("1h");
+    let estate = Estate::unapplied(NOT_DUE);
     // A revert class (checked through reconcile) and a report class, each
     // with a sensitive File whose name and path say what it protects.
     estate.write(
@@ -806,7 +869,7 @@ fn a_sensitive_resource_that_cannot_be_observed_is_not_named_in_the_log() {
 
 #[test]
 fn a_first_agent_pass_on_a_bare_root_remembers_its_compile() {
-    let estate = Estate::unapplied("1h");
+    let estate = Estate::unapplied(NOT_DUE);
     // Older than the racy window: a snapshot may be kept.
     std::thread::sleep(Duration::from_millis(
         (datum_catalog::hashes::RACY_WINDOW_NS / 1_000_000) as u64 + 200,
@@ -837,7 +900,7 @@ fn a_live_configuration_its_group_validator_refuses_is_in_the_metrics() {
         println!("skipped: needs nginx and root (the validator sandbox)");
         return;
     }
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     estate.write(
         "repo/base/nginx.yaml",
         "datum: v1alpha1\ntype: File\nname: nginx-conf\ndesired:\n  path: /etc/nginx/nginx.conf\n  content: \"events {}\\nhttp { server_tokens off; }\\n\"\n  validate: nginx\n",
@@ -948,7 +1011,7 @@ fn hold_root_lock(estate: &Estate) -> std::fs::File {
 /// complete check, then `200 ok`; `/healthz` says `ok` throughout.
 #[test]
 fn readyz_waits_for_the_first_check_of_every_class() {
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     let lock = hold_root_lock(&estate);
     let agent = estate.start(&[]);
     agent.wait_log("the wait for the lock", |l| {
@@ -978,12 +1041,14 @@ fn readyz_waits_for_the_first_check_of_every_class() {
 
 #[test]
 fn sigterm_while_another_pass_holds_the_lock_stops_at_once() {
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     // An apply holds the root: the first pass waits for it.
     let lock = hold_root_lock(&estate);
     let mut agent = estate.start(&[]);
-    agent.wait_log("the start", |l| l.contains("started:"));
-    std::thread::sleep(Duration::from_millis(700));
+    // Signalled once it waits (before, a stop makes it never wait).
+    agent.wait_log("the wait for the lock", |l| {
+        l.contains("waiting for the root lock")
+    });
     // systemd's stop (TimeoutStopSec=90s) must not wait out --lock-timeout
     // (60 s) and the check after it.
     let t0 = Instant::now();
@@ -1006,7 +1071,25 @@ fn sigterm_while_another_pass_holds_the_lock_stops_at_once() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Signalled once it waits: before its handlers are installed, SIGTERM
+    // would kill it (no exit code), and a stop before the wait never waits.
+    let (said, heard) = std::sync::mpsc::channel();
+    let stderr = once.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = said.send(line);
+        }
+    });
+    let waiting = wait(
+        "--once to wait for the lock",
+        Duration::from_secs(20),
+        || {
+            heard
+                .try_iter()
+                .find(|l| l.contains("waiting for the root lock"))
+        },
+    );
+    assert!(waiting.is_some(), "--once never said it waits for the lock");
     let status = Command::new("kill")
         .arg("-TERM")
         .arg(once.id().to_string())
@@ -1023,7 +1106,7 @@ fn sigterm_while_another_pass_holds_the_lock_stops_at_once() {
 
 #[test]
 fn sighup_with_a_broken_repository_keeps_the_old_catalogue() {
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     let agent = estate.start(&[]);
     agent.wait_metric("datum_repository_loaded 1", Duration::from_secs(10));
     agent.wait_metric(
@@ -1074,7 +1157,7 @@ fn promtool_checks_and_tests_the_alert_rules() {
 
 #[test]
 fn log_lines_are_json_when_asked_and_the_level_filters_them() {
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     let json = estate
         .datum(&["--log-format", "json", "agent", "--once"])
         .env_remove("JOURNAL_STREAM")
@@ -1124,7 +1207,7 @@ fn documented_metrics() -> Vec<(String, String)> {
 
 #[test]
 fn a_scrape_passes_promtool_and_has_every_documented_counter_from_the_start() {
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     let agent = estate.start(&[]);
     agent.wait_metric("datum_repository_loaded 1", Duration::from_secs(10));
     // What curl, promtool and most scrapers get: the classic text format.
@@ -1248,7 +1331,7 @@ fn a_real_prometheus_scrapes_the_agent_and_sees_drift() {
     if !have("prometheus", "prometheus") {
         return;
     }
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     let agent = estate.start(&[]);
     agent.wait_metric(
         "datum_resources{class=\"critical\",state=\"converged\"} 1",
@@ -1539,7 +1622,7 @@ datum_testkit::testbed_test!(the_hardened_unit_manages_etc_under_real_systemd, {
 /// one (checked before each check, under the root lock, and at a reload).
 #[test]
 fn after_an_apply_rebuilt_the_state_store_the_agent_records_into_the_new_one() {
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     let agent = estate.start(&[]);
     let full_checks =
         |n: u32| format!("datum_checks_total{{class=\"normal\",trigger=\"full\"}} {n}");
@@ -1594,7 +1677,7 @@ fn a_check_the_state_store_cannot_record_is_counted_and_said_by_healthz() {
     if !have("sqlite3", "sqlite3") {
         return;
     }
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     let agent = estate.start(&[]);
     agent.wait_metric(
         "datum_checks_total{class=\"critical\",trigger=\"full\"} 1",
@@ -1722,7 +1805,7 @@ fn a_revert_the_state_store_cannot_log_is_not_made() {
 /// `datum_checks_unrecorded_total`, and `/healthz` says `degraded`.
 #[test]
 fn checks_without_a_usable_state_store_are_counted_as_unrecorded() {
-    let estate = Estate::new("1h");
+    let estate = Estate::new(NOT_DUE);
     std::fs::OpenOptions::new()
         .write(true)
         .open(estate.path("root/var/lib/datum/state.db"))
@@ -1751,7 +1834,7 @@ fn what_a_revert_warns_of_is_logged_and_a_sensitive_ones_words_are_not() {
         eprintln!("skipped: shadow-utils need root (CAP_SYS_CHROOT) for --root");
         return;
     }
-    let estate = Estate::unapplied("1h");
+    let estate = Estate::unapplied(NOT_DUE);
     estate.write(
         "repo/base/users.yaml",
         "datum: v1alpha1\ntype: User\nname: w1\nclass: critical\ndesired: {uid: 1500, shell: /bin/nonexistent}\n\
