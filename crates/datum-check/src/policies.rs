@@ -514,7 +514,10 @@ impl Policies<'_> {
             store: Some(&mut *self.store),
             backups: self.backups.as_mut(),
             now: self.now,
-            skip: HashSet::new(),
+            // What a quarantine holds, as an apply's pass is given it: a
+            // quarantined service the reverted file notifies is not
+            // reloaded (the reload stays owed, and the pass says why).
+            skip: self.quarantines.resources().clone(),
             sensitive: self.sensitive,
         };
         // Two resources managing one object (`Refused::Shared`) leave an

@@ -306,6 +306,53 @@ fn a_revert_reloads_the_service_its_file_notifies() {
     assert!(owed(&bed).is_empty());
 }
 
+/// A quarantined service is not reloaded by a revert of a file that
+/// notifies it (an apply holds it back too): the reload stays owed, and a
+/// warning says why.
+#[test]
+fn a_revert_leaves_a_quarantined_service_it_notifies_alone() {
+    let mut bed = Bed::new();
+    let file = fake_file("x", "/etc/x.conf", "declared\n", &[]);
+    let cat = catalogue(vec![
+        in_class(file.clone(), "guarded"),
+        in_class(fake_unit("x", std::slice::from_ref(&file.id)), "watched"),
+    ]);
+    bed.apply(&cat);
+    let unit = ResourceId::new(datum_testkit::fake::FAKE_UNIT, "x");
+    bed.store
+        .quarantine(
+            &datum_store::QuarantineTarget::Resource(unit.clone()),
+            "a person's",
+            datum_store::QuarantineSource::Person,
+            1_000,
+        )
+        .unwrap();
+    bed.journal.clear();
+    bed.write("/etc/x.conf", "edited by hand\n");
+    let reconciled = bed.check(&cat, Act::Reconcile);
+    let reverted = actions(&reconciled);
+    assert!(
+        reverted
+            .iter()
+            .any(|a| a.0 == "FakeFile[x]" && a.2 == "reverted"),
+        "{reverted:?}"
+    );
+    assert_eq!(bed.live("/etc/x.conf").as_deref(), Some("declared\n"));
+    assert!(
+        bed.journal.of("reload").is_empty(),
+        "{:?}",
+        bed.journal.lines()
+    );
+    assert_eq!(owed(&bed).len(), 1);
+    let warnings = &reconciled.report.warnings;
+    assert!(
+        warnings.len() == 1
+            && warnings[0].contains("FakeUnit[x] was not reloaded")
+            && warnings[0].contains("quarantined"),
+        "{warnings:?}"
+    );
+}
+
 #[test]
 fn a_revert_of_a_file_that_notifies_nothing_touches_nothing_else() {
     let mut bed = Bed::new();
