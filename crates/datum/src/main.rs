@@ -2,8 +2,11 @@
 //!
 //! This file is the table of contents: parse the command line, run one
 //! command, turn its result into an exit code. Each command is an args struct
-//! plus one function in `commands/`; everything a person reads is produced in
-//! `render/`; exit codes are decided in `exit.rs` only.
+//! plus one function in `commands/`; a pass's and a check's reports leave
+//! through `render::print` (`render/`), while the other commands (`lint`,
+//! `backup`, `pull`, `fleet`, `server`, `schedule`, ...) still write their own
+//! text and JSON, each choosing between them after `commands::formats` has
+//! accepted the format; exit codes are decided in `exit.rs` only.
 
 #![cfg_attr(
     test,
@@ -37,8 +40,9 @@ fn main() {
     // (see the function: growing it later makes the threads wait).
     datum_host::descriptors::make_room_before_threads(datum_host::descriptors::ROOM);
     // The soft limit of open files is left as it came (no raise): the
-    // programs a pass starts inherit it, and a pass keeps at most a quarter
-    // of it in folder handles (datum-host's folder cache).
+    // programs a pass starts inherit it, and a pass shares it, less a
+    // reserve, between its folder handles, the folders owed an fsync and
+    // the copies staged ahead (datum_host::descriptors::Budget).
     // Freed memory back to the system within 10 ms (see allocator.rs).
     allocator::configure();
     // The command line, with this machine's /etc/datum/datum.toml as its
