@@ -19,11 +19,10 @@ use datum_drift::classes::Classes;
 use datum_engine::{ContentDiff, Inspection};
 use datum_host::Host;
 use datum_providers::Registry;
+use datum_report::Signature;
 use datum_reporting::{Reporting, build};
 use datum_store::backup::BackupStore;
-use datum_store::{
-    Accepted, FindingScope, FindingSignature, QuarantineSource, QuarantineTarget, Store,
-};
+use datum_store::{Accepted, FindingScope, QuarantineSource, QuarantineTarget, Store};
 
 use crate::COMMAND;
 use crate::detection::{
@@ -615,8 +614,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     };
 
     // History: first seen and passes per finding, inspection time per class.
-    let signatures: Vec<FindingSignature> =
-        findings.iter().map(|f| f.finding.signature()).collect();
+    let signatures: Vec<Signature> = findings.iter().map(|f| f.finding.signature()).collect();
     let mut counts: BTreeMap<String, u64> = BTreeMap::new();
     for f in &findings {
         *counts.entry(f.finding.category.clone()).or_default() += 1;

@@ -35,9 +35,10 @@ use datum_drift::classes::{Classes, ContentMode, Policy};
 use datum_engine::{ContentDiff, Inspection};
 use datum_host::Host;
 use datum_providers::Registry;
+use datum_report::Signature;
 use datum_reporting::Reporting;
 use datum_store::backup::BackupStore;
-use datum_store::{FindingScope, FindingSignature, PassRecord, Store};
+use datum_store::{FindingScope, PassRecord, Store};
 
 use crate::{Act, CheckError, Checked, Checking, Options};
 
@@ -276,7 +277,7 @@ impl State<'_> {
         };
 
         let mut report = CheckReport::default();
-        let mut signatures: Vec<FindingSignature> = Vec::new();
+        let mut signatures: Vec<Signature> = Vec::new();
         let mut subjects: Vec<String> = Vec::new();
         let mut inspections: Vec<(String, u64)> = Vec::new();
         let mut any_drift = false;
@@ -616,7 +617,7 @@ impl State<'_> {
         all: bool,
         started_at: i64,
         report: &CheckReport,
-        signatures: &[FindingSignature],
+        signatures: &[Signature],
         subjects: &[String],
         inspections: &[(String, u64)],
     ) -> bool {
@@ -891,7 +892,7 @@ fn inspect(
     inspection: Result<Inspection, datum_providers::ProviderError>,
     quarantined: &HashSet<ResourceId>,
     store: Option<&datum_store::Store>,
-    signatures: &mut Vec<FindingSignature>,
+    signatures: &mut Vec<Signature>,
     digest_key: Option<&datum_core::DigestKey>,
 ) -> Known {
     let mut known = Known {

@@ -103,11 +103,11 @@ pub mod backup;
 pub use error::{StoreError, StoreWarning};
 pub use state::{
     Accepted, ApplyFailure, Batch, DELIVERY_LOCK_WAIT, DEPLOYMENTS_KEPT, Deployment, FLUSH_AFTER,
-    FLUSH_AFTER_RECORDS, FindingAge, FindingRecord, FindingScope, FindingSignature, KeyedRecords,
-    MIN_FREE, OUTBOX_BYTES, OUTBOX_LIMIT, Outbox, OutboxStatus, OwedAction, OwedReload,
-    PASSES_KEPT, PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget,
-    ReceivedInstruction, Store, StoredDeployment, StoredPass, VerifiedRecord, VerifiedView,
-    is_sealed_form, require_room,
+    FLUSH_AFTER_RECORDS, FindingAge, FindingRecord, FindingScope, KeyedRecords, MIN_FREE,
+    OUTBOX_BYTES, OUTBOX_LIMIT, Outbox, OutboxStatus, OwedAction, OwedReload, PASSES_KEPT,
+    PassRecord, Percentiles, Quarantine, QuarantineSource, QuarantineTarget, ReceivedInstruction,
+    Store, StoredDeployment, StoredPass, VerifiedRecord, VerifiedView, is_sealed_form,
+    require_room,
 };
 /// How the fleet server names quarantine targets (`host`, `Kind[name]`).
 pub mod fleet_targets {

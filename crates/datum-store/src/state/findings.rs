@@ -15,14 +15,14 @@ use serde::{Deserialize, Serialize};
 use super::{Batch, Store, malformed, sql, u64_from_sql};
 use crate::error::StoreError;
 
-/// The value-free identity of one drift finding: the one signature type of
-/// every report (`File[motd]`, `changed_outside`, the paths that differ).
-pub use datum_report::Signature as FindingSignature;
+// A finding is known by `datum_report::Signature`, the one signature type
+// of every report (`File[motd]`, `changed_outside`, the paths that differ).
+use datum_report::Signature;
 
 /// The canonical key: JSON of subject, category and the sorted, deduplicated
 /// paths. Readable in the database, and equal for equal findings (whatever
 /// order and duplicates the paths came in).
-fn key(signature: &FindingSignature) -> (String, Vec<String>) {
+fn key(signature: &Signature) -> (String, Vec<String>) {
     let set: BTreeSet<&String> = signature.paths.iter().collect();
     let paths: Vec<String> = set.into_iter().cloned().collect();
     let key = serde_json::to_string(&(&signature.subject, &signature.category, &paths))
@@ -49,7 +49,7 @@ pub struct FindingAge {
 /// A finding currently in the history of a host.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FindingRecord {
-    pub signature: FindingSignature,
+    pub signature: Signature,
     pub first_seen: i64,
     pub last_seen: i64,
     pub passes: u64,
@@ -74,7 +74,7 @@ impl Batch<'_> {
         &self,
         pass_id: i64,
         host: &str,
-        findings: &[FindingSignature],
+        findings: &[Signature],
         at: i64,
     ) -> Result<Vec<FindingAge>, StoreError> {
         self.record_findings_scoped(pass_id, host, findings, at, FindingScope::All)
@@ -85,7 +85,7 @@ impl Batch<'_> {
         &self,
         pass_id: i64,
         host: &str,
-        findings: &[FindingSignature],
+        findings: &[Signature],
         at: i64,
         scope: FindingScope<'_>,
     ) -> Result<Vec<FindingAge>, StoreError> {
@@ -197,7 +197,7 @@ impl Store {
                     let paths: Vec<String> = serde_json::from_str(&paths)
                         .map_err(|e| malformed(&self.path, "finding paths", e))?;
                     Ok(FindingRecord {
-                        signature: FindingSignature {
+                        signature: Signature {
                             subject,
                             category,
                             paths,
@@ -217,7 +217,7 @@ impl Store {
         &mut self,
         pass_id: i64,
         host: &str,
-        findings: &[FindingSignature],
+        findings: &[Signature],
         at: i64,
     ) -> Result<Vec<FindingAge>, StoreError> {
         self.write(|b| b.record_findings(pass_id, host, findings, at))
@@ -228,7 +228,7 @@ impl Store {
         &mut self,
         pass_id: i64,
         host: &str,
-        findings: &[FindingSignature],
+        findings: &[Signature],
         at: i64,
         scope: FindingScope<'_>,
     ) -> Result<Vec<FindingAge>, StoreError> {
@@ -240,8 +240,8 @@ impl Store {
 mod tests {
     use super::*;
 
-    fn sig(subject: &str, paths: &[&str]) -> FindingSignature {
-        FindingSignature {
+    fn sig(subject: &str, paths: &[&str]) -> Signature {
+        Signature {
             subject: subject.into(),
             category: "changed_outside".into(),
             paths: paths.iter().map(|p| (*p).to_owned()).collect(),

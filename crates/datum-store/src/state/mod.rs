@@ -28,7 +28,7 @@ use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 pub use deployments::{DEPLOYMENTS_KEPT, Deployment, StoredDeployment};
 pub use failures::ApplyFailure;
-pub use findings::{FindingAge, FindingRecord, FindingScope, FindingSignature};
+pub use findings::{FindingAge, FindingRecord, FindingScope};
 pub use instructions::{ReceivedInstruction, target_of, word_of};
 pub use keyed::KeyedRecords;
 pub use outbox::{DELIVERY_LOCK_WAIT, OUTBOX_BYTES, OUTBOX_LIMIT, Outbox, OutboxStatus};

@@ -11,7 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use datum_core::{FileMeta, ResourceId};
-use datum_store::{FindingSignature, PassRecord, Store};
+use datum_report::Signature;
+use datum_store::{PassRecord, Store};
 
 const ENV: &str = "DATUM_STORE_CRASH_DB";
 const RESOURCES: usize = 40;
@@ -47,8 +48,8 @@ fn write_pass(store: &mut Store, n: u64) {
             .record_verified(&id, &format!("pass-{n}"), Some(&meta), n as i64)
             .unwrap();
     }
-    let findings: Vec<FindingSignature> = (0..(n % 7))
-        .map(|i| FindingSignature {
+    let findings: Vec<Signature> = (0..(n % 7))
+        .map(|i| Signature {
             subject: format!("File[f{i}]"),
             category: "changed_outside".into(),
             paths: vec!["mode".into()],

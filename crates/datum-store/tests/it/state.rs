@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::fs;
 
 use datum_core::{FileMeta, ResourceId};
+use datum_report::Signature;
 use datum_store::{
-    FindingSignature, OwedAction, PassRecord, QuarantineSource, QuarantineTarget, STATE_DB_PATH,
-    Store, StoreError,
+    OwedAction, PassRecord, QuarantineSource, QuarantineTarget, STATE_DB_PATH, Store, StoreError,
 };
 
 fn db_path(root: &std::path::Path) -> std::path::PathBuf {
@@ -251,12 +251,12 @@ fn pass_history_and_inspection_percentiles() {
 fn findings_history_keeps_first_seen_and_restarts_when_it_changes() {
     let root = tempfile::tempdir().unwrap();
     let mut store = Store::open(&db_path(root.path())).unwrap();
-    let chmod = FindingSignature {
+    let chmod = Signature {
         subject: "File[sshd-config]".into(),
         category: "changed_outside".into(),
         paths: vec!["mode".into()],
     };
-    let deleted = FindingSignature {
+    let deleted = Signature {
         subject: "File[motd]".into(),
         category: "deleted_outside".into(),
         paths: vec![],
@@ -282,7 +282,7 @@ fn findings_history_keeps_first_seen_and_restarts_when_it_changes() {
     );
 
     // Same file, one more changed path: a different signature, a new clock.
-    let grown = FindingSignature {
+    let grown = Signature {
         paths: vec!["mode".into(), "content".into()],
         ..chmod.clone()
     };
