@@ -783,12 +783,14 @@ pub trait Batches: Send + Sync {
     /// Called once per applying pass, before the per-resource loop, with
     /// every resource of this kind the pass may change. A failure is never
     /// the pass's: what the batch could not do is left to each resource's
-    /// own apply, which then fails naming why. Handed the declarations the
-    /// pass parsed (each of this kind), never the raw resources, and
+    /// own apply, which then fails naming why. Handed the pass's
+    /// declarations (each of this kind), never the raw resources, and
     /// mutably: what one resource's own apply must know of the others (a
     /// Package: the packages declared absent beside it, which apt may
     /// remove for it) is written into its declaration here, so it travels
-    /// with the resource instead of through a hidden per-pass cache.
+    /// with the resource instead of through a hidden per-pass cache. It is
+    /// written into the pass's own copy ([`Declared::get_mut`]): the
+    /// declaration the resource holds for later passes stays as parsed.
     fn apply_batch(&self, host: &Host, declared: &mut [&mut Declared<'_>]) -> Batched;
 }
 
