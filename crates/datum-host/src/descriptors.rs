@@ -36,7 +36,8 @@ pub const WALK_MOST: usize = 4096;
 /// descriptors) to staging ahead and an eighth to a walk, so the four
 /// together stay under seven eighths of it; each has a floor (16, 16, 8, 8)
 /// and the former fixed values as its ceiling. At a soft limit of 1,024
-/// that is 240/240/120/120, at 512 112/112/56/56, at 256 48/48/24/24.
+/// that is 240/240/120/120, at 512 112/112/56/56, at 256 48/48/24/24, and
+/// at 128, the fewest a pass is given ([`FEWEST_OPEN_FILES`]), the floors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     /// Folders the host's folder cache keeps open.
@@ -83,6 +84,38 @@ impl Budget {
             let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile);
             Self::for_soft_limit(limit.current)
         })
+    }
+}
+
+/// The fewest open files a pass may be given: [`RESERVE`] and every share's
+/// floor in [`Budget`] (16 folders, 16 folders owed an fsync, 8 copies of two
+/// descriptors, 8 folders of a walk: 56) fit in it. Below, the floors take
+/// more than the limit leaves, and a pass ran out part-way ('Too many open
+/// files' on some writes, others done: under 48, 6 of 601 resources
+/// failed); [`enough_for_a_pass`] refuses it before anything is done.
+pub const FEWEST_OPEN_FILES: u64 = 128;
+
+/// A soft limit of open files too low for a pass ([`FEWEST_OPEN_FILES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the soft limit of open files is {soft}, below the {FEWEST_OPEN_FILES} a pass needs (its folder handles, the folders owed an fsync, the copies staged ahead, a Tree's walk, the state store and the programs it runs): nothing was done; raise the limit to at least {FEWEST_OPEN_FILES} (`ulimit -n {FEWEST_OPEN_FILES}`, or LimitNOFILE= in a systemd unit) and run it again"
+)]
+pub struct TooFewOpenFiles {
+    /// The soft limit this process was given.
+    pub soft: u64,
+}
+
+/// Refuses a soft limit of open files below [`FEWEST_OPEN_FILES`], so that
+/// a pass fails closed before it reads or writes anything rather than part
+/// of the way through its writes.
+pub fn enough_for_a_pass() -> Result<(), TooFewOpenFiles> {
+    enough_for(rustix::process::getrlimit(rustix::process::Resource::Nofile).current)
+}
+
+fn enough_for(soft: Option<u64>) -> Result<(), TooFewOpenFiles> {
+    match soft {
+        Some(soft) if soft < FEWEST_OPEN_FILES => Err(TooFewOpenFiles { soft }),
+        _ => Ok(()),
     }
 }
 
@@ -160,11 +193,29 @@ mod tests {
         assert_eq!(at(None), (4096, 256, 128, 4096));
         // The four stay within the budget: a quarter, a quarter, an eighth
         // of copies of two descriptors each and an eighth.
-        for soft in [256u64, 384, 512, 1024, 4096] {
+        for soft in [super::FEWEST_OPEN_FILES, 200, 256, 384, 512, 1024, 4096] {
             let b = Budget::for_soft_limit(Some(soft));
             let held = b.folders + b.pending + 2 * b.stage_ahead + b.walk;
             assert!(held as u64 <= soft - super::RESERVE, "{soft}: {b:?}");
         }
+    }
+
+    #[test]
+    fn a_limit_below_the_reserve_and_the_floors_is_refused() {
+        use super::{FEWEST_OPEN_FILES, TooFewOpenFiles, enough_for};
+        // The floors are what a limit below it would be given anyway.
+        let floors = Budget::for_soft_limit(Some(0));
+        let held = floors.folders + floors.pending + 2 * floors.stage_ahead + floors.walk;
+        assert!(super::RESERVE + held as u64 <= FEWEST_OPEN_FILES);
+        assert_eq!(enough_for(Some(127)), Err(TooFewOpenFiles { soft: 127 }));
+        assert_eq!(enough_for(Some(0)), Err(TooFewOpenFiles { soft: 0 }));
+        assert_eq!(enough_for(Some(128)), Ok(()));
+        assert_eq!(enough_for(None), Ok(()));
+        let said = TooFewOpenFiles { soft: 64 }.to_string();
+        assert!(
+            said.contains("is 64, below the 128") && said.contains("ulimit -n 128"),
+            "{said}"
+        );
     }
 
     /// The table's size is what /proc/self/status calls FDSize.

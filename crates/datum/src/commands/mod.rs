@@ -93,6 +93,19 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
     if !supported.contains(&cli.global.output) {
         return Err(Unsupported::new(name(&cli.command), cli.global.output, supported).into());
     }
+    if matches!(
+        &cli.command,
+        Command::Plan(_)
+            | Command::Apply(_)
+            | Command::Check(_)
+            | Command::Reconcile(_)
+            | Command::Agent(_)
+    ) {
+        // A pass shares its soft limit of open files (datum never raises
+        // it); one too low to share fails closed here, before anything is
+        // read or written, not part of the way through the writes.
+        datum_host::descriptors::enough_for_a_pass()?;
+    }
     let global = &crate::context::pinned(&cli.global)?;
     let uses_validators = matches!(
         &cli.command,

@@ -1072,6 +1072,71 @@ fn a_deep_and_wide_tree_among_files_in_many_folders_is_written_under_a_small_lim
     }
 }
 
+/// A soft limit of open files too low for a pass is refused before anything
+/// is read or written, naming the limit and what is needed (exit 1); from
+/// 128 on a pass works. Below, the shares' floors took more than the limit
+/// left, and a pass ran out part-way: under 48, 6 of 601 resources failed
+/// with "Too many open files" and the rest were written (exit 6).
+#[test]
+fn a_pass_refuses_a_limit_of_open_files_too_low_and_works_from_128() {
+    let count = 100;
+    let mut manifest: Vec<String> = (0..count)
+        .map(|i| {
+            format!(
+                "datum: v1alpha1\ntype: File\nname: a{i}\ndesired:\n  path: /etc/a{i}/f.conf\n  content: \"{i}\\n\"\n"
+            )
+        })
+        .collect();
+    manifest.push(
+        "datum: v1alpha1\ntype: Tree\nname: t\ndesired:\n  path: /etc/t\n  source: tree\n"
+            .to_owned(),
+    );
+    manifest.extend((0..count).map(|i| {
+        format!(
+            "datum: v1alpha1\ntype: File\nname: z{i}\ndesired:\n  path: /etc/z{i}/f.conf\n  content: \"{i}\\n\"\n"
+        )
+    }));
+    let deep: String = (0..50).map(|_| "d/").collect();
+    let sandbox = || {
+        let s = Sandbox::with_base(&manifest.join("---\n"));
+        for i in 0..count {
+            s.write(&format!("repo/base/tree/w{i}/f.conf"), &format!("{i}\n"));
+            fs::create_dir_all(s.live(&format!("/etc/a{i}"))).unwrap();
+            fs::create_dir_all(s.live(&format!("/etc/z{i}"))).unwrap();
+        }
+        s.write(&format!("repo/base/tree/{deep}f.conf"), "deep\n");
+        s
+    };
+    for soft in [127, 64, 32] {
+        let s = sandbox();
+        let limit = format!("-n {soft}");
+        for command in ["apply", "plan", "check"] {
+            let out = datum_with_ulimit(&s, &limit, &[command]);
+            assert_exit(&out, 1);
+            let said = stderr(&out);
+            assert!(
+                said.contains(&format!(
+                    "the soft limit of open files is {soft}, below the 128 a pass needs"
+                )) && said.contains("ulimit -n 128"),
+                "{command} {limit}: {said}"
+            );
+        }
+        assert!(!s.live("/etc/a0/f.conf").exists(), "{limit}");
+        assert!(!s.live("/etc/t").exists(), "{limit}");
+        assert!(!s.live("/var/lib/datum").exists(), "{limit}");
+    }
+    let s = sandbox();
+    assert_exit(&datum_with_ulimit(&s, "-n 128", &["apply"]), 2);
+    assert_eq!(
+        fs::read_to_string(s.live(&format!("/etc/t/{deep}f.conf"))).unwrap(),
+        "deep\n"
+    );
+    for at in ["/etc/a99/f.conf", "/etc/z99/f.conf", "/etc/t/w99/f.conf"] {
+        assert_eq!(fs::read_to_string(s.live(at)).unwrap(), "99\n", "{at}");
+    }
+    assert_exit(&datum_with_ulimit(&s, "-n 128", &["check"]), 0);
+}
+
 /// The programs a pass starts inherit the limit of open files datum was
 /// started with: 1d15824 had datum raise its own soft limit to 65,536 (or the
 /// hard limit) at start for its folder handles, and every validator,
