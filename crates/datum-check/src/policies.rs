@@ -521,7 +521,7 @@ impl Policies<'_> {
             sensitive: self.sensitive,
         };
         // Two resources managing one object (`Refused::Shared`) leave an
-        // empty summary: neither has an outcome, as `run_pass` gives.
+        // empty summary: neither has an outcome.
         let summary = datum_engine::run_pass_with(
             self.catalogue,
             &mut ctx,

@@ -12,7 +12,7 @@ use datum_catalog::snapshot::LazyCatalogue;
 use datum_catalog::{Catalogue, HostIdentity};
 use datum_core::{Resource, ResourceId};
 use datum_drift::classes::Classes;
-use datum_engine::{Mode, PassContext, SilentReporter, run_pass};
+use datum_engine::{Mode, PassContext, PassOptions, SilentReporter, run_pass_with};
 use datum_host::Host;
 use datum_providers::{ExtraDrift, ExtraFinding, Registry};
 use datum_store::Store;
@@ -98,7 +98,13 @@ impl Bed {
             skip: HashSet::new(),
             sensitive: None,
         };
-        let summary = run_pass(catalogue, &mut ctx, &mut SilentReporter);
+        let summary = run_pass_with(
+            catalogue,
+            &mut ctx,
+            &mut SilentReporter,
+            &PassOptions::default(),
+        )
+        .unwrap_or_default();
         assert!(!summary.any_failed(), "{:?}", summary.resources);
     }
 

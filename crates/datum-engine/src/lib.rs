@@ -44,7 +44,7 @@ mod write_tests;
 
 pub use activation::{GROUP_KIND, SensitiveOnce, SensitivePaths};
 pub use observe::{ContentDiff, Inspection, inspect_all};
-pub use pass::{DIFF_CONTENT_LIMIT, Mode, PassContext, run_pass, run_pass_with};
+pub use pass::{DIFF_CONTENT_LIMIT, Mode, PassContext, run_pass_with};
 pub use report::{
     Event, PassSummary, Reporter, ResourceReport, SilentReporter, Withheld, WithheldReason,
 };

@@ -128,21 +128,10 @@ impl Step {
     }
 }
 
-/// Runs one pass over `catalogue` and returns what happened to every resource.
-pub fn run_pass(
-    catalogue: &Catalogue,
-    ctx: &mut PassContext<'_>,
-    reporter: &mut dyn Reporter,
-) -> PassSummary {
-    // Without `expect` there is nothing to be stale against; two resources
-    // managing one object (`Refused::Shared`) leave an empty summary: a
-    // check's revert (the caller) then has no outcome for either.
-    run_pass_with(catalogue, ctx, reporter, &PassOptions::default()).unwrap_or_default()
-}
-
-/// [`run_pass`] over the part of `catalogue` that `options` selects, and,
-/// when `options.expect` holds a saved plan's fingerprints, only if every
-/// selected resource is observed as the plan saw it: otherwise nothing is
+/// Runs one pass over the part of `catalogue` that `options` selects (all
+/// of it by default) and returns what happened to every resource. When
+/// `options.expect` holds a saved plan's fingerprints, it goes on only if
+/// every selected resource is observed as the plan saw it: otherwise nothing is
 /// changed and the differences come back as [`Refused::Stale`]. Resources
 /// that manage one object under two names are refused before anything is
 /// changed, in a plan too ([`Refused::Shared`]).

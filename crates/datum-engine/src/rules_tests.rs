@@ -15,7 +15,10 @@ use datum_testkit::fake::{
     FAKE_FILE, FAKE_UNIT, Faults, Journal, fake_file, fake_registry, fake_unit, read_live,
 };
 
-use crate::{ContentDiff, Mode, PassContext, PassSummary, SilentReporter, inspect_all, run_pass};
+use crate::{
+    ContentDiff, Mode, PassContext, PassOptions, PassSummary, SilentReporter, inspect_all,
+    run_pass_with,
+};
 
 fn id(name: &str) -> ResourceId {
     ResourceId::new(FAKE_FILE, name)
@@ -77,7 +80,13 @@ impl Bed {
             skip: HashSet::new(),
             sensitive: None,
         };
-        run_pass(catalogue, &mut ctx, &mut SilentReporter)
+        run_pass_with(
+            catalogue,
+            &mut ctx,
+            &mut SilentReporter,
+            &PassOptions::default(),
+        )
+        .unwrap_or_default()
     }
 
     fn live(&self, path: &str) -> Option<String> {
@@ -1686,7 +1695,8 @@ fn a_pass_asks_the_runs_sensitive_paths_so_they_are_read_once() {
             skip: HashSet::new(),
             sensitive,
         };
-        run_pass(cat, &mut ctx, &mut SilentReporter)
+        run_pass_with(cat, &mut ctx, &mut SilentReporter, &PassOptions::default())
+            .unwrap_or_default()
     };
     let before = sensitive_builds();
     let sensitive = SensitiveOnce::new(&cat, &registry);

@@ -14,7 +14,7 @@ use datum_store::Store;
 use serde_json::json;
 
 use crate::ahead::stage_ahead;
-use crate::{Mode, PassContext, PassSummary, SilentReporter, run_pass};
+use crate::{Mode, PassContext, PassOptions, PassSummary, SilentReporter, run_pass_with};
 
 fn file(name: &str, path: &str, content: &str) -> Resource {
     Resource {
@@ -57,7 +57,13 @@ fn apply_at(
         skip: HashSet::new(),
         sensitive: None,
     };
-    run_pass(catalogue, &mut ctx, &mut SilentReporter)
+    run_pass_with(
+        catalogue,
+        &mut ctx,
+        &mut SilentReporter,
+        &PassOptions::default(),
+    )
+    .unwrap_or_default()
 }
 
 /// Files under `dir` (recursively) whose path contains a staging name.

@@ -21,7 +21,7 @@ use std::collections::HashSet;
 
 use datum_catalog::{Catalogue, Compiler, HostIdentity};
 use datum_core::Content;
-use datum_engine::{Mode, PassContext, PassSummary, SilentReporter, run_pass};
+use datum_engine::{Mode, PassContext, PassOptions, PassSummary, SilentReporter, run_pass_with};
 use datum_host::Host;
 use datum_providers::Registry;
 use datum_store::Store;
@@ -93,7 +93,13 @@ impl Bed {
             skip: HashSet::new(),
             sensitive: None,
         };
-        run_pass(catalogue, &mut ctx, &mut SilentReporter)
+        run_pass_with(
+            catalogue,
+            &mut ctx,
+            &mut SilentReporter,
+            &PassOptions::default(),
+        )
+        .unwrap_or_default()
     }
 
     /// The parses since the journal was last cleared.
