@@ -56,6 +56,7 @@ impl DirCache {
     }
 
     /// How many folders are kept open at most.
+    #[cfg(test)]
     pub(crate) fn most(&self) -> usize {
         self.open.capacity()
     }
@@ -169,6 +170,37 @@ mod tests {
         std::fs::remove_file(root.path().join("d")).unwrap();
         std::fs::rename(root.path().join("gone"), root.path().join("d")).unwrap();
         assert!(host.lstat(Path::new("/d/x")).unwrap().is_some());
+    }
+
+    /// A host given a boundary gets a cache of its own, bounded by the
+    /// budget (not by the cache it had): a folder reached through a link
+    /// the new boundary allows is never handed to a clone taken before,
+    /// which keeps the strict walk and refuses the link.
+    #[test]
+    fn a_host_given_a_boundary_shares_no_folder_with_the_host_it_was() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("etc")).unwrap();
+        std::fs::create_dir_all(root.path().join("real")).unwrap();
+        std::fs::write(root.path().join("real/x.conf"), "x").unwrap();
+        std::os::unix::fs::symlink("/real", root.path().join("etc/in")).unwrap();
+        let strict = host_keeping(root.path(), 1);
+        strict.locate(Path::new("/etc/y")).unwrap();
+        let allowing = strict.clone().with_boundary(crate::Boundary {
+            follow_links: vec![PathBuf::from("/etc/in")],
+            owner_transitions: Vec::new(),
+        });
+        assert_eq!(
+            allowing.dirs.lock().unwrap().most(),
+            crate::descriptors::Budget::of_this_process().folders
+        );
+        assert_eq!(kept(&allowing), 0);
+        assert_eq!(
+            allowing.read(Path::new("/etc/in/x.conf")).unwrap(),
+            Some(b"x".to_vec())
+        );
+        let err = strict.locate(Path::new("/etc/in/x.conf")).unwrap_err();
+        assert!(matches!(err, HostError::ParentLink(_)), "{err}");
+        assert_eq!(kept(&strict), 1);
     }
 
     #[test]

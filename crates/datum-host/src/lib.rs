@@ -122,8 +122,11 @@ impl Host {
     /// walk (`boundary:` in `datum.yaml`). Set before the first use.
     pub fn with_boundary(mut self, boundary: Boundary) -> Self {
         self.boundary = Arc::new(boundary);
-        let most = self.dirs.lock().unwrap_or_else(|e| e.into_inner()).most();
-        self.dirs = Arc::new(Mutex::new(dir_cache::DirCache::with_most(most)));
+        // A cache of its own, empty: a folder reached under another
+        // boundary (through a link this one refuses, or refused where this
+        // one allows) is never handed to this host, nor one of its folders
+        // to a clone taken before, which keeps the boundary it had.
+        self.dirs = Arc::new(Mutex::new(dir_cache::DirCache::for_this_process()));
         self
     }
 
