@@ -265,7 +265,13 @@ pub fn parse_reader<R: std::io::Read>(
                     scanner.parse(stream::owned).map_err(scan)?;
                 header.failed_checks = failed_checks(raw.get().as_bytes());
             }
-            Member::Variables if first_error.is_none() && copies_may_show(&plan, drift_read) => {
+            // The normal plan's `variables` come before its changes, which say whether
+            // they are needed: always kept until then (a sensitive variable used as a map
+            // key is shown as a pending change's path).
+            Member::Variables
+                if first_error.is_none()
+                    && (role == PlanRole::Normal || copies_may_show(&plan, drift_read)) =>
+            {
                 variables.read(&mut scanner).map_err(scan)?;
             }
             Member::Configuration
@@ -424,6 +430,9 @@ pub fn check_refreshed(refresh: &Plan, normal: &Plan) -> Result<(), PlanError> {
 /// A change's paths are shown too, with no values: only a map key past the attribute's
 /// name can hold a marked string there, so a plan whose changes (read before `output_changes`,
 /// `prior_state` and `configuration`) have such a path learns from those members as well.
+/// The normal plan's `variables` and `planned_values` come before its changes: it keeps
+/// the variables' strings whatever its changes (see the `Member::Variables` arm), and
+/// learns from its changes' own markers instead of `planned_values` ([`change_markers`]).
 fn copies_may_show(plan: &Plan, drift_read: bool) -> bool {
     (plan.role != PlanRole::Normal
         && (!drift_read
@@ -900,6 +909,24 @@ fn marked_strings(
     Ok(hidden)
 }
 
+/// The strings the markers of one `resource_changes` element hide, on both sides (what
+/// `prior_state` and `planned_values` mark for its instance); nothing is parsed when
+/// neither marker has a `true` in it.
+fn change_markers(raw: &RawChange<'_>, source_name: &str) -> Result<Hidden, PlanError> {
+    let side = |value: Option<&RawValue>, marker: Option<&RawValue>| {
+        marked_strings(
+            value.map(|v| v.get().as_bytes()),
+            marker.map(|v| v.get().as_bytes()),
+        )
+    };
+    let mut hidden =
+        side(raw.change.before, raw.change.before_sensitive).map_err(inside_change(source_name))?;
+    hidden.add_strings_of(
+        &side(raw.change.after, raw.change.after_sensitive).map_err(inside_change(source_name))?,
+    );
+    Ok(hidden)
+}
+
 /// One `resource_drift` element: `None` when it is not a current managed instance.
 fn drift_entry(
     raw: RawChange<'_>,
@@ -970,23 +997,35 @@ impl Entries<'_> {
                         })?
                         .map(|e| record_drift(plan, e))
                 } else {
-                    scanner
-                        .parse_quick(
-                            |bytes| {
-                                super::raw::quick_no_op(bytes)
-                                    .map(|(raw, used)| (change_entry(raw, role, source_name), used))
-                            },
-                            |bytes| {
-                                let (raw, used) = stream::one::<RawChange<'_>>(bytes)?;
-                                Ok((change_entry(raw, role, source_name), used))
-                            },
-                        )?
-                        .map(|e| match e {
-                            // Only a no-op gets this far in a refresh-only plan.
-                            Some(_) if role == PlanRole::RefreshOnly => plan.listed_no_ops += 1,
-                            Some(e) => plan.changes.push(e),
-                            None => {}
-                        })
+                    // The normal plan reads neither `planned_values` (it comes before
+                    // `resource_changes`, when it is not known whether a path can show a
+                    // hidden string) nor, unless then needed, `prior_state`: the markers
+                    // of its changes are the planned values' markers (and the prior
+                    // state's) of every instance that is not a no-op.
+                    let learn = role == PlanRole::Normal;
+                    let (entry, learned) = scanner.parse_quick(
+                        |bytes| {
+                            super::raw::quick_no_op(bytes).map(|(raw, used)| {
+                                ((change_entry(raw, role, source_name), None), used)
+                            })
+                        },
+                        |bytes| {
+                            let (raw, used) = stream::one::<RawChange<'_>>(bytes)?;
+                            let learned = learn.then(|| change_markers(&raw, source_name));
+                            Ok(((change_entry(raw, role, source_name), learned), used))
+                        },
+                    )?;
+                    match learned {
+                        Some(Ok(hidden)) => secrets.add_strings_of(&hidden),
+                        Some(Err(e)) => *first_error = Some(e),
+                        None => {}
+                    }
+                    entry.map(|e| match e {
+                        // Only a no-op gets this far in a refresh-only plan.
+                        Some(_) if role == PlanRole::RefreshOnly => plan.listed_no_ops += 1,
+                        Some(e) => plan.changes.push(e),
+                        None => {}
+                    })
                 };
                 if let Err(e) = entry {
                     *first_error = Some(e);
@@ -1250,9 +1289,6 @@ fn drift_diffs(
     Ok(out)
 }
 
-/// Withhold every leaf of `diffs` (sorted by path) that holds a value `hidden` holds, or
-/// sits under one of its keys (cut at that key), then merge the leaves of one withheld
-/// value into one.
 /// The depth of the first map key past the attribute's name in `path` that is, or holds,
 /// a hidden string: where a shown path is cut ([`withhold_copies`], [`withhold_keys`]).
 fn first_key_holding(path: &Path, hidden: &Hidden) -> Option<usize> {
@@ -1261,6 +1297,9 @@ fn first_key_holding(path: &Path, hidden: &Hidden) -> Option<usize> {
     })
 }
 
+/// Withhold every leaf of `diffs` (sorted by path) that holds a value `hidden` holds, or
+/// sits under one of its keys (cut at that key), then merge the leaves of one withheld
+/// value into one.
 fn withhold_copies(diffs: &mut Vec<LeafDiff>, hidden: &Hidden) {
     if !hidden.is_empty() {
         let mut cut = false;
@@ -2113,6 +2152,56 @@ mod tests {
                 .collect();
             assert_eq!(digests, ["tags.plain"]);
         }
+    }
+
+    #[test]
+    fn a_sensitive_variable_or_planned_value_used_as_a_map_key_is_withheld_in_the_normal_plan() {
+        // In `show -json` output `variables` and `planned_values` come before
+        // `resource_changes`: the normal plan had not read them when its changes said they
+        // were needed, so a key known only there (a sensitive variable's value, a value
+        // marked only in the planned values of an instance being created) was shown.
+        let change = |key: &str| {
+            format!(
+                r#"{{"address":"aws_iam_role.app","mode":"managed","change":{{"actions":["update"],
+                "before":{{"tags":{{}}}},"after":{{"tags":{{"{key}":"1","plain":"2"}}}},
+                "before_sensitive":{{"tags":{{}}}},"after_sensitive":{{"tags":{{}}}}}}}}"#
+            )
+        };
+        let by_variable = format!(
+            r#"{{"format_version":"1.2",
+              "variables":{{"tag_key":{{"value":"k-CANARY-var"}},"region":{{"value":"r"}}}},
+              "planned_values":{{"root_module":{{}}}},
+              "resource_changes":[{}],
+              "configuration":{{"root_module":{{"variables":{{"tag_key":{{"sensitive":true}},"region":{{}}}}}}}}}}"#,
+            change("x-k-CANARY-var-y")
+        );
+        let planned = r#"{"address":"aws_ssm_parameter.p","mode":"managed","values":{"value":"k-CANARY-planned"},"sensitive_values":{"value":true}}"#;
+        let by_planned_value = format!(
+            r#"{{"format_version":"1.2",
+              "planned_values":{{"root_module":{{"resources":[{planned}]}}}},
+              "resource_changes":[{},
+                {{"address":"aws_ssm_parameter.p","mode":"managed","change":{{"actions":["create"],
+                  "before":null,"after":{{"value":"k-CANARY-planned"}},
+                  "before_sensitive":false,"after_sensitive":{{"value":true}}}}}}],
+              "prior_state":{{"values":{{"root_module":{{}}}}}}}}"#,
+            change("k-CANARY-planned")
+        );
+        for text in [&by_variable, &by_planned_value] {
+            for role in [PlanRole::Normal, PlanRole::Combined] {
+                let plan = parse(text, role).unwrap();
+                assert!(!format!("{plan:?}").contains("CANARY"), "{role:?} {plan:?}");
+                let paths: Vec<String> = plan.changes[0]
+                    .changed_paths
+                    .iter()
+                    .map(Path::to_string)
+                    .collect();
+                assert_eq!(paths, ["tags", "tags.plain"], "{role:?}");
+            }
+        }
+        // A variable not declared sensitive hides nothing.
+        let plain = by_variable.replace(r#""tag_key":{"sensitive":true}"#, r#""tag_key":{}"#);
+        let plan = parse(&plain, PlanRole::Normal).unwrap();
+        assert!(format!("{plan:?}").contains("x-k-CANARY-var-y"));
     }
 
     #[test]

@@ -352,3 +352,42 @@ fn a_map_key_holding_a_marked_string_in_an_unapplied_change_is_withheld() {
         }
     }
 }
+
+/// The `secret-key` fixture: an unapplied change adds two tags (and their `tags_all`
+/// copies) keyed by strings the normal plan knows only before its `resource_changes`: the
+/// value of a variable declared sensitive (`k-CANARY-7f3a-var-key`, in `variables`) and
+/// the value of a parameter being created, marked in `planned_values` and the create's
+/// `after_sensitive` (`k-CANARY-7f3a-planned-key`). Neither is in the state, and the
+/// refresh-only plan has no drift (it reads no state).
+#[test]
+fn a_sensitive_variable_or_planned_value_used_as_a_map_key_in_an_unapplied_change_is_withheld() {
+    let dir = tempfile::tempdir().unwrap();
+    let md = dir.path().join("drift.md");
+    let both = || report("secret-key");
+    let plan_alone = || {
+        let mut c = driftwatch();
+        c.arg("report")
+            .arg("--plan")
+            .arg(fixture("secret-key/plan.json"));
+        c
+    };
+    for make in [&both as &dyn Fn() -> assert_cmd::Command, &plan_alone] {
+        for format in ["human", "json", "markdown"] {
+            let out = outcome(
+                make()
+                    .arg("--output")
+                    .arg(format)
+                    .arg("--markdown")
+                    .arg(&md),
+            );
+            assert_eq!(out.code, 0, "{}", out.stderr);
+            assert_clean(format, &out.stdout);
+            assert_clean("stderr", &out.stderr);
+            assert_clean("markdown file", &std::fs::read_to_string(&md).unwrap());
+            // The pending change is still shown, cut at the maps.
+            assert!(out.stdout.contains("aws_iam_role.app"), "{}", out.stdout);
+            assert!(out.stdout.contains("tags.Team"), "{}", out.stdout);
+            assert!(out.stdout.contains("tags_all.Team"), "{}", out.stdout);
+        }
+    }
+}

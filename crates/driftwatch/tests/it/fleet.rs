@@ -296,6 +296,61 @@ fn a_copied_secret_reaches_neither_the_outbox_nor_the_server() {
     assert!(read > 2, "{read} files");
 }
 
+/// The `secret-key` fixture (see canary.rs): the pending change whose tags are keyed by a
+/// sensitive variable's value and by a value marked only in the planned values reaches
+/// the server and the outbox by its address, and neither key with it.
+#[test]
+fn a_secret_used_as_a_pending_changes_key_reaches_neither_the_outbox_nor_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (admin, report_to) = server(dir.path());
+    let out = outcome(report("secret-key").arg("--report-to").arg(&report_to));
+    assert!(
+        out.stderr.contains("reported to https://127.0.0.1:"),
+        "{}",
+        out.stderr
+    );
+    let client = datum_fleet::Client::new(
+        &admin.server,
+        &admin.ca_pem,
+        &admin.token,
+        datum_fleet::Timeouts::default(),
+    )
+    .unwrap();
+    let history = client.get_json("/v1/hosts/shop-prod/reports").unwrap();
+    assert_eq!(history["reports"].as_array().unwrap().len(), 1, "{history}");
+    let hosts = client.get_json("/v1/hosts").unwrap();
+    let drift = client.get_json("/v1/drift").unwrap();
+    for text in [history.to_string(), hosts.to_string(), drift.to_string()] {
+        assert!(
+            !text.contains("CANARY-7f3a"),
+            "a secret reached the server: {text}"
+        );
+    }
+    assert_eq!(history["reports"][0]["counts"]["pending"], 2, "{history}");
+    // Every byte the outbox and the server's store hold (databases, journals, WAL).
+    let mut files = vec![dir.path().to_path_buf()];
+    let (mut read, mut pending_seen) = (0, false);
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                files.push(entry.unwrap().path());
+            }
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            read += 1;
+            assert!(
+                !bytes.windows(11).any(|w| w == b"CANARY-7f3a"),
+                "a secret is in {}",
+                path.display()
+            );
+            pending_seen |= bytes.windows(16).any(|w| w == b"aws_iam_role.app");
+        }
+    }
+    assert!(read > 2, "{read} files");
+    // The pending change itself was stored.
+    assert!(pending_seen);
+}
+
 /// A `report.yaml` whose CA did not sign the server's certificate (another
 /// server's, or one initialised again: every `datum server init` names
 /// its CA alike, so rustls says BadSignature): the warning names the file

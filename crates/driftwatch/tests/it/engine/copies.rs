@@ -395,3 +395,86 @@ fn a_secret_inside_a_policy_nothing_marks_stays_hidden() {
         .collect();
     assert!(paths.contains(&"inline_policy[0].policy"), "{doc:#}");
 }
+
+/// A sensitive variable as the key of the provider's `default_tags`: terraform takes it
+/// (the provider's configuration is given to it unmarked), and the AWS provider copies the
+/// key into every resource's `tags_all`, unmarked, in the normal plan's update of each
+/// (terraform 1.11.4, hashicorp/aws 5.100.0). No resource marks the key: in the normal
+/// plan it is only the value of `variables`, which comes before `resource_changes`. The
+/// refresh-only plan has no drift.
+#[test]
+fn a_sensitive_default_tags_key_in_an_unapplied_change_stays_hidden() {
+    let Some(engine) =
+        Engine::get("a_sensitive_default_tags_key_in_an_unapplied_change_stays_hidden")
+    else {
+        return;
+    };
+    let main = r#"variable "secret" {
+  type      = string
+  sensitive = true
+  default   = "k-CANARY-c0p1-default-tag"
+}
+
+resource "aws_sqs_queue" "q" {
+  name = "{{prefix}}-default-tags"
+  tags = { plain = "p" }
+}
+"#;
+    let stack = Stack::new(&engine, "default-tags", &[("main.tf", main)]);
+    stack.init_and_apply();
+    let provider = stack.read("provider.tf");
+    let tagged = provider.replace(
+        "  endpoints {",
+        "  default_tags {\n    tags = { (var.secret) = \"x\", team = \"ops\" }\n  }\n\n  endpoints {",
+    );
+    assert_ne!(tagged, provider);
+    stack.write("provider.tf", &tagged);
+
+    let dir = tempfile::tempdir().unwrap();
+    let (refresh, plan, md) = (
+        dir.path().join("refresh.json"),
+        dir.path().join("plan.json"),
+        dir.path().join("drift.md"),
+    );
+    stack.plan_json(true, &refresh);
+    stack.plan_json(false, &plan);
+    assert!(
+        std::fs::read_to_string(&plan).unwrap().contains(CANARY),
+        "the plan holds the key (in `variables` and tags_all)"
+    );
+    let mut outputs = Vec::new();
+    for both in [true, false] {
+        for format in ["human", "json", "markdown"] {
+            let mut cmd = stack.driftwatch();
+            cmd.arg("report");
+            if both {
+                cmd.arg("--refresh-plan").arg(&refresh);
+            }
+            let ran: super::Ran = cmd
+                .arg("--plan")
+                .arg(&plan)
+                .args(["--output", format])
+                .arg("--markdown")
+                .arg(&md)
+                .output()
+                .unwrap()
+                .into();
+            assert_eq!(ran.code, 0, "{}", ran.stderr);
+            // The pending update is still shown, cut at the map.
+            assert!(ran.stdout.contains("tags_all"), "{}", ran.stdout);
+            assert!(ran.stdout.contains("tags_all.team"), "{}", ran.stdout);
+            outputs.push((format, ran.stdout));
+            outputs.push(("stderr", ran.stderr));
+            outputs.push(("the Markdown file", std::fs::read_to_string(&md).unwrap()));
+        }
+    }
+    // driftwatch making both plans itself.
+    let ran = stack.run(&["--output", "json"]);
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+    assert!(ran.stdout.contains("tags_all.team"), "{}", ran.stdout);
+    outputs.push(("run", ran.stdout));
+    outputs.push(("stderr of run", ran.stderr));
+    for (what, out) in &outputs {
+        assert!(!out.contains(CANARY), "{what} shows a secret:\n{out}");
+    }
+}
