@@ -42,8 +42,10 @@ enum Held<'a> {
     /// Observed converged, by a kind whose declaration nothing later in the
     /// pass reads unless the resource changes (no batch, no activation):
     /// its observation may be slimmed, and the pass keeps no handle on its
-    /// declaration. Kept: the provider and the plan's action, to report it
-    /// as it would have been reported. The rare resource that needs its
+    /// declaration (which frees it only for a resource that holds none: a
+    /// compiled or loaded catalogue's resources keep theirs for every pass,
+    /// `datum_core::HeldDeclaration`). Kept: the provider and the plan's
+    /// action, to report it as it would have been reported. The rare resource that needs its
     /// declaration after all (observed again because a requirement
     /// changed, held, in a refused group) gets it again
     /// ([`Observations::redeclare`]): the one the resource holds, parsed
@@ -273,8 +275,8 @@ impl<'a> Observations<'a> {
 
     /// The provider and declaration of the resource at `index` (`None`
     /// when its kind is unknown, its declaration did not parse, or it was
-    /// observed converged and its declaration dropped: see
-    /// [`Observations::converged`]).
+    /// observed converged and the pass kept no handle on its declaration:
+    /// see [`Observations::converged`]).
     pub(crate) fn bound(&self, index: usize) -> Option<&Bound<'a>> {
         match self.held.get(index)? {
             Held::Bound(bound) => Some(bound),
@@ -297,8 +299,8 @@ impl<'a> Observations<'a> {
             .collect()
     }
 
-    /// For a resource observed converged whose declaration was dropped:
-    /// the plan's action, as the plan gave it.
+    /// For a resource observed converged, kept without its declaration
+    /// ([`Held::Converged`]): the plan's action, as the plan gave it.
     pub(crate) fn converged(&self, index: usize) -> Option<Option<Action>> {
         match self.held.get(index)? {
             Held::Converged { action, .. } => Some(*action),
