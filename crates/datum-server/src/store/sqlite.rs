@@ -267,8 +267,10 @@ impl Backend for SqliteBackend {
 }
 
 #[cfg(test)]
-// The test reads the size of the log file it made in its own temp folder.
-#[allow(clippy::disallowed_methods)]
+#[expect(
+    clippy::disallowed_methods,
+    reason = "the test reads the size of the log file it made in its own temp folder"
+)]
 mod tests {
     use super::*;
 
