@@ -772,6 +772,41 @@ mod tests {
         assert_eq!(n, crate::descriptors::Budget::of_this_process().walk);
     }
 
+    /// A chain of folders far deeper than a thread's stack allows one call per level
+    /// (each level of the walk was a few KiB of stack in a debug build: 2,000 levels
+    /// overflowed the main thread's 8 MiB and aborted `datum apply`) is walked in a
+    /// small stack, and fingerprinted the same with every folder held or few.
+    #[test]
+    fn a_chain_of_folders_deeper_than_the_stack_allows_calls_is_walked() {
+        let dir = tempfile::tempdir().unwrap();
+        // 1,500 levels of "d/": 3,000 bytes, within PATH_MAX for files queued by path.
+        let deep: PathBuf = std::iter::repeat_n("d", 1500).collect();
+        std::fs::create_dir_all(dir.path().join(&deep)).unwrap();
+        write(&dir.path().join(&deep).join("f"), b"deep");
+        let root = dir.path().to_path_buf();
+        let scanned = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let opts = ScanOptions {
+                    threads: 1,
+                    ..ScanOptions::default()
+                };
+                let mut hashes = Vec::new();
+                for limit in [64, 4] {
+                    let scanned =
+                        scan_with(Start::Path, &root, &opts, limit, Keep::Hashes).unwrap();
+                    assert_eq!(scanned.stats.dirs, 1501);
+                    assert_eq!(scanned.stats.files, 1);
+                    hashes.push(scanned.root.hash());
+                }
+                hashes
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(scanned[0], scanned[1]);
+    }
+
     /// A walk held every directory on its way down open while it walked below it, so a
     /// tree deeper than the descriptor limit (or than what the pass left of it) failed
     /// with 'Too many open files' whatever the bound on directories kept for queued

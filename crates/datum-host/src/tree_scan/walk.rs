@@ -98,6 +98,24 @@ impl Place<'_> {
     }
 }
 
+/// A directory being walked: its entries still to walk, in name order.
+struct Listed {
+    /// Its id in the queue.
+    id: usize,
+    /// Its device and inode, to know it again when it is opened again.
+    st_here: (u64, u64),
+    /// Whether it was within the share of open directories when listed.
+    share: bool,
+    /// Whether it is let go while a subdirectory is walked.
+    release: bool,
+    /// Its handle, while it is held.
+    held: Option<Arc<DirHandle>>,
+    /// The entries not walked yet.
+    kept: std::vec::IntoIter<(CString, FileType, Option<Stat>)>,
+    /// The index of the next entry among its slots.
+    next: usize,
+}
+
 pub(super) struct Walk<'a, 'w> {
     pub(super) root: &'a Path,
     /// The root directory, for files queued by relative path.
@@ -131,7 +149,11 @@ impl Walk<'_, '_> {
     }
 
     /// Lists the open directory `fd` (at `path`) and walks its entries; its fingerprint
-    /// goes to `at` once they are all done.
+    /// goes to `at` once they are all done. The folders under it are walked depth
+    /// first, in name order, from a stack of their listings kept here rather than by
+    /// recursion, so a chain of folders of any depth is walked in the same bounded
+    /// stack (a repository's Tree source 2,000 folders deep overflowed the 8 MiB main
+    /// thread's stack when each level was a call).
     pub(super) fn dir(
         &mut self,
         fd: OwnedFd,
@@ -139,6 +161,69 @@ impl Walk<'_, '_> {
         path: &mut PathBuf,
         at: Parent,
     ) -> Result<(), FingerprintError> {
+        let mut stack = vec![self.enter(fd, st, path, at)?];
+        while let Some(top) = stack.last_mut() {
+            let Some((name, file_type, st)) = top.kept.next() else {
+                drop(top.held.take());
+                stack.pop();
+                // Hand this directory's files over now rather than after the next 64.
+                self.flush()?;
+                if !stack.is_empty() {
+                    // The finished folder's own name, pushed by its parent.
+                    path.pop();
+                }
+                continue;
+            };
+            let index = top.next;
+            top.next += 1;
+            let here = Some((top.id, index));
+            let dir = self.held(&mut top.held, path, top.st_here)?;
+            path.push(OsStr::from_bytes(name.to_bytes()));
+            if file_type != FileType::Directory {
+                let child = self.child(&dir, top.share, name, file_type, st, path, here);
+                path.pop();
+                child?;
+                continue;
+            }
+            let opened = self.open_subdir(&Place::In(&dir, &name), path, here);
+            drop(dir);
+            // Past the share, this directory is not kept open while a subdirectory is
+            // walked (a deep tree would hold one descriptor per level): it is let go once
+            // the subdirectory is open, and opened again beneath the root for what follows.
+            if top.release {
+                top.held = None;
+            }
+            match opened {
+                // The subdirectory is walked next; its name stays on `path` until
+                // it is done.
+                Ok(Some((fd, st))) => match self.enter(fd, &st, path, here) {
+                    Ok(frame) => stack.push(frame),
+                    Err(e) => {
+                        path.pop();
+                        return Err(e);
+                    }
+                },
+                Ok(None) => {
+                    path.pop();
+                }
+                Err(e) => {
+                    path.pop();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Lists the open directory `fd` (at `path`) and registers it with a slot for each
+    /// entry that is part of the tree: what [`Walk::dir`] then walks.
+    fn enter(
+        &mut self,
+        fd: OwnedFd,
+        st: &Stat,
+        path: &mut PathBuf,
+        at: Parent,
+    ) -> Result<Listed, FingerprintError> {
         self.stats.dirs += 1;
         let st_here = (st.st_dev, st.st_ino);
         let live = self.open_dirs.fetch_add(1, Ordering::Relaxed);
@@ -188,32 +273,15 @@ impl Walk<'_, '_> {
                 .collect(),
             remaining: kept.len(),
         });
-        // Past the share, this directory is not kept open while a subdirectory is
-        // walked (a deep tree would hold one descriptor per level): it is let go once
-        // the subdirectory is open, and opened again beneath the root for what follows.
-        let release = !share && self.root_fd.is_some();
-        let mut held = Some(handle);
-        for (index, (name, file_type, st)) in kept.into_iter().enumerate() {
-            let dir = self.held(&mut held, path, st_here)?;
-            path.push(OsStr::from_bytes(name.to_bytes()));
-            let child = if release && file_type == FileType::Directory {
-                let opened = self.open_subdir(&Place::In(&dir, &name), path, Some((id, index)));
-                drop(dir);
-                held = None;
-                match opened {
-                    Ok(Some((fd, st))) => self.dir(fd, &st, path, Some((id, index))),
-                    Ok(None) => Ok(()),
-                    Err(e) => Err(e),
-                }
-            } else {
-                self.child(&dir, share, name, file_type, st, path, Some((id, index)))
-            };
-            path.pop();
-            child?;
-        }
-        drop(held);
-        // Hand this directory's files over now rather than after the next 64.
-        self.flush()
+        Ok(Listed {
+            id,
+            st_here,
+            share,
+            release: !share && self.root_fd.is_some(),
+            held: Some(handle),
+            kept: kept.into_iter(),
+            next: 0,
+        })
     }
 
     /// The directory at `path` (whose attributes are `st`), still open in `held` or
