@@ -429,7 +429,7 @@ impl Notifications {
                 .collect()
         };
         let carried = claimed_paths(catalogue, ctx.registry, &carried);
-        datum_providers::common::after_writing(ctx.host, &carried);
+        ctx.registry.after_writing(ctx.host, &carried);
         let done = match bound.and_then(|b| Some((b.provider.activation()?, &b.declared))) {
             Some((activates, declared)) => activates.activate(ctx.host, declared, how(action)),
             None => Ok(()),

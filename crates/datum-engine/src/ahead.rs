@@ -29,8 +29,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 
 use datum_core::{Action, Observed, Resource, ResourceId};
 use datum_host::Host;
-use datum_providers::Staging;
-use datum_providers::common::account_files;
+use datum_providers::{Registry, Staging};
 use datum_store::Accepted;
 
 use crate::group::GroupChecks;
@@ -59,6 +58,8 @@ pub(crate) struct AheadInputs<'p, 'a> {
     pub groups: &'p GroupChecks,
     pub accepted: &'p HashMap<String, Accepted>,
     pub batched: &'p HashMap<ResourceId, Observed>,
+    /// The pass's kinds, asked what a write changes for a later staging.
+    pub registry: &'p Registry,
 }
 
 /// The staging ahead of one pass, shared by the loop and the workers.
@@ -119,11 +120,12 @@ impl<'p, 'a> Ahead<'p, 'a> {
                 continue;
             }
             // A File writing an account file changes what a later file's
-            // staging resolves its owner and group from (the engine reads
-            // the files again after it: `account_files::after_writing`).
+            // staging resolves its owner and group from (the pass reads the
+            // files again after it: `Registry::after_writing`); every kind
+            // that watches writes is asked, none named here.
             if apply
                 && bound.provider.paths().is_some_and(|p| {
-                    account_files::reaches_account_files(
+                    inputs.registry.changes_what_staging_reads(
                         host.boundary(),
                         &p.managed_paths(&bound.declared),
                     )

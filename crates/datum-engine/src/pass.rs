@@ -347,6 +347,7 @@ fn pass_in(
             groups: &groups,
             accepted: &accepted,
             batched: &batched,
+            registry: ctx.registry,
         },
         &ctx.skip,
         ctx.host,
@@ -951,11 +952,11 @@ fn run_resource_staged(
     // Whether a part may have gone live (a Tree's first `activate` makes
     // folders before it stages a file).
     let mut activated = false;
-    // What each part may write: when it is an account file or a folder
-    // above one, the pass reads the account files again after it, whatever
-    // the kind (a later File owned by an account the new passwd defines);
-    // when it is a unit file or drop-in, systemd reloads before the next
-    // unit acts.
+    // What each part may write, told to every kind that watches writes
+    // (`Registry::after_writing`), whatever the resource's kind: an account
+    // file or a folder above one is read again (a later File owned by an
+    // account the new passwd defines); a unit file or drop-in is loaded
+    // before the next unit acts.
     let written = provider
         .paths()
         .map(|p| p.managed_paths(declared))
@@ -972,7 +973,7 @@ fn run_resource_staged(
         }
         activated = true;
         let part = provider.activate(host, declared, staging);
-        datum_providers::common::after_writing(host, &written);
+        ctx.registry.after_writing(host, &written);
         match part {
             Ok(Activated::Done) => break,
             Ok(Activated::Next(next)) => staging = next,

@@ -445,6 +445,9 @@ mod counting {
         fn sensitive_fields(&self) -> &'static [&'static str] {
             self.inner.sensitive_fields()
         }
+        fn watches_writes(&self) -> Option<&dyn datum_providers::WatchesWrites> {
+            self.inner.watches_writes()
+        }
         fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
             self.inner.exclusive_claims(field, name)
         }
@@ -1095,6 +1098,9 @@ mod batched_fake_file {
         }
         fn sensitive_fields(&self) -> &'static [&'static str] {
             self.inner.sensitive_fields()
+        }
+        fn watches_writes(&self) -> Option<&dyn datum_providers::WatchesWrites> {
+            self.inner.watches_writes()
         }
         fn exclusive_claims(&self, field: FieldLookup<'_, '_>, name: &str) -> Vec<Exclusive> {
             self.inner.exclusive_claims(field, name)

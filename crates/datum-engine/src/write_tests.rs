@@ -245,6 +245,7 @@ fn only_files_that_will_be_written_are_staged_ahead() {
                 groups: &groups,
                 accepted: &accepted,
                 batched: &batched,
+                registry: &registry,
             },
             &HashSet::new(),
             &host,

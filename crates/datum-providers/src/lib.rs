@@ -49,6 +49,7 @@ pub use provider::{
     ExtraDrift, ExtraFinding, ExtraFindings, FieldError, FieldLookup, Fingerprints, GateRejection,
     KindError, OnChange, OpenGate, OrderingEdge, OrdersOthers, OwnsPaths, PathClaim, Planned,
     Provider, ProviderError, Reach, Refusal, Staged, Staging, StagingGate, TakesSourceFolder,
+    WatchesWrites,
 };
 pub use registry::Registry;
 

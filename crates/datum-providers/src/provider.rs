@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use datum_core::{Content, Diff, Observed, Resource, ResourceId};
-use datum_host::{Host, HostError};
+use datum_host::{Boundary, Host, HostError};
 use serde_json::Value;
 
 /// A problem with one declared field, found without touching the host.
@@ -443,12 +443,40 @@ pub trait Capabilities: Send + Sync {
         None
     }
 
+    /// What this kind reads of the host or owes it in a pass that a write
+    /// by any resource may change (User's and Group's parsed account files,
+    /// a Service's reload of systemd). The engine tells every registered
+    /// kind that answers this what each part of any resource wrote
+    /// ([`crate::Registry::after_writing`]) instead of naming a kind.
+    fn watches_writes(&self) -> Option<&dyn WatchesWrites> {
+        None
+    }
+
     /// Findings a check adds for this kind beyond each resource's own diff:
     /// what its resources put on the host without declaring it, changed
     /// since (a Package's configuration files). Check asks this instead of
     /// naming a kind.
     fn extra_findings(&self) -> Option<&dyn ExtraFindings> {
         None
+    }
+}
+
+/// What a kind keeps of the host for the rest of a pass, or owes it, that
+/// another resource's write may change ([`Capabilities::watches_writes`]).
+pub trait WatchesWrites: Send + Sync {
+    /// Called after each part of any resource goes live, whatever its
+    /// kind, with the declared paths that resource manages (and for an
+    /// activation an earlier pass still owes, what it changed then): a kind
+    /// drops what it read that the write may have changed, or notes what
+    /// it now owes.
+    fn after_writing(&self, host: &Host, written: &[PathBuf]);
+
+    /// Whether writing the declared paths `written` may change what a later
+    /// resource's staging reads (the account files a File's owner is
+    /// resolved from): the engine then stages no later resource ahead of
+    /// the writer. `false` unless the kind says so.
+    fn changes_what_staging_reads(&self, _boundary: &Boundary, _written: &[PathBuf]) -> bool {
+        false
     }
 }
 
@@ -577,9 +605,10 @@ pub trait Provider: Capabilities + Send + Sync {
     /// next part staged ([`Activated::Next`]), for the engine to check in
     /// turn. A failure leaves the live object (or the part being written) as
     /// it was. A kind need not say that it wrote an account file: after each
-    /// part the caller drops the pass's parsed account files when the
-    /// managed paths reach them, and has systemd reload before a unit acts
-    /// when they reach a unit folder (`common::after_writing`).
+    /// part the caller tells every kind that watches writes what the
+    /// resource manages ([`crate::Registry::after_writing`]), so the pass's
+    /// parsed account files are read again when the paths reach them, and
+    /// systemd reloads before a unit acts when they reach a unit folder.
     fn activate(
         &self,
         host: &Host,
@@ -632,9 +661,10 @@ pub trait Provider: Capabilities + Send + Sync {
                 return Err(rejection.into());
             }
             let part = self.activate(host, &d, staging);
-            // As the engine does: new account files are read again, a new
-            // unit file is loaded before a unit acts.
-            crate::common::after_writing(host, &written);
+            // As the engine does (with the shipped kinds): new account
+            // files are read again, a new unit file is loaded before a unit
+            // acts.
+            crate::registry().after_writing(host, &written);
             match part? {
                 Activated::Done => return Ok(()),
                 Activated::Next(next) => staging = next,

@@ -410,8 +410,8 @@ testbed_test!(
         // systemd said NeedDaemonReload=yes, which it does not for a file
         // rewritten within one tick of the clock (this test failed in CI
         // about half the time on that). The pass notes what it wrote
-        // (`common::after_writing`, as the engine does after each part goes
-        // live) and systemd reloads whatever NeedDaemonReload says.
+        // (`Registry::after_writing`, as the engine does after each part
+        // goes live) and systemd reloads whatever NeedDaemonReload says.
         const LOG: &str = "/run/datum-it-dropin.log";
         const DROP_IN: &str = "/etc/systemd/system/datum-it-dropin.service.d/env.conf";
         let _ = std::fs::remove_file(LOG);
@@ -436,14 +436,14 @@ testbed_test!(
         let host = host();
 
         rewrite_within_one_tick(DROP_IN, "[Service]\nEnvironment=FOO=v2\n");
-        datum_providers::common::after_writing(&host, &[DROP_IN.into()]);
+        datum_providers::registry().after_writing(&host, &[DROP_IN.into()]);
         assert_eq!(
             service::restart(&host, &spec).unwrap(),
             Activation::Restarted
         );
         assert_eq!(log_of(LOG, 2).lines().last(), Some("start v2"));
         rewrite_within_one_tick(DROP_IN, "[Service]\nEnvironment=FOO=v3\n");
-        datum_providers::common::after_writing(&host, &[DROP_IN.into()]);
+        datum_providers::registry().after_writing(&host, &[DROP_IN.into()]);
         assert_eq!(service::reload(&host, &spec).unwrap(), Activation::Reloaded);
         let log = log_of(LOG, 3);
         let _ = std::fs::remove_file(LOG);

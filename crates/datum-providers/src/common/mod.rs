@@ -20,20 +20,7 @@ pub use meta::{
     unknown_account_refusal,
 };
 
-use std::path::PathBuf;
-
 use datum_core::FieldChange;
-use datum_host::Host;
-
-/// What a pass does after each part of any resource goes live, whatever
-/// its kind, with the paths the resource manages: the account files are
-/// read again when it wrote one ([`account_files::after_writing`]), and
-/// systemd reloads before the next unit starts, restarts or reloads when it
-/// wrote a unit file or drop-in ([`crate::service::unit_files`]).
-pub fn after_writing(host: &Host, written: &[PathBuf]) {
-    account_files::after_writing(host, written);
-    crate::service::unit_files::after_writing(host, written);
-}
 
 /// The change of `ensure` (`present` to `absent` for a removal, or from
 /// what the name holds instead, `absent` to `present` for a creation):

@@ -145,7 +145,7 @@ impl EntryProvider for FileProvider {
     ) -> Result<(), ProviderError> {
         match staging {
             // New account files are read again by the engine after any
-            // resource writes them (`account_files::after_writing`).
+            // resource writes them (User's and Group's `WatchesWrites`).
             FileStaging::Content(staged) => staged.commit(host),
             FileStaging::Metadata {
                 seen,

@@ -560,6 +560,10 @@ impl Kind for ServiceProvider {
 }
 
 impl Capabilities for ServiceProvider {
+    fn watches_writes(&self) -> Option<&dyn crate::WatchesWrites> {
+        Some(self)
+    }
+
     /// A unit stages nothing a validator could check: `validate:` belongs on
     /// the File or Tree holding its configuration (the catalogue refuses it
     /// here rather than ignore it).
@@ -593,6 +597,15 @@ impl Capabilities for ServiceProvider {
         crate::common::fields::name_as_field(field, name, "unit", |n| {
             desired::unit_name(n).map(drop)
         })
+    }
+}
+
+/// A unit file or drop-in any resource writes is loaded (systemd reloads)
+/// before the next unit starts, restarts or reloads:
+/// [`unit_files::after_writing`].
+impl crate::WatchesWrites for ServiceProvider {
+    fn after_writing(&self, host: &Host, written: &[std::path::PathBuf]) {
+        unit_files::after_writing(host, written);
     }
 }
 
