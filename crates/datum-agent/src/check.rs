@@ -133,6 +133,47 @@ pub struct ClassReport {
     pub duration: Duration,
 }
 
+/// What a check concluded, for `datum check`, `datum agent --once` and the
+/// agent's log: the binary's `exit.rs` alone turns it into the process's exit
+/// code; [`Conclusion::code`] is the same number as the pass's record and
+/// the fleet report carry it (`exit.rs`'s tests hold the two equal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Conclusion {
+    /// Nothing drifted, nothing quarantined, everything could be checked.
+    #[default]
+    Clean,
+    /// Drift found or quarantines open, everything could be checked.
+    Drift,
+    /// Something could not be checked (or the check was cut short): what
+    /// it would have found is unknown, so neither clean nor drift.
+    Errors,
+}
+
+impl Conclusion {
+    /// An error outweighs drift: a check that could not look at everything
+    /// is never reported as clean or as drift alone.
+    pub fn of(errors: bool, drift: bool) -> Conclusion {
+        if errors {
+            Conclusion::Errors
+        } else if drift {
+            Conclusion::Drift
+        } else {
+            Conclusion::Clean
+        }
+    }
+
+    /// The number recorded with the pass (the state store's pass record,
+    /// the fleet report's `exit_code`) and logged by the agent: 0 clean,
+    /// 2 drift, 1 errors, what `datum check` exits with.
+    pub fn code(self) -> i32 {
+        match self {
+            Conclusion::Clean => 0,
+            Conclusion::Drift => 2,
+            Conclusion::Errors => 1,
+        }
+    }
+}
+
 /// What one check returns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CheckReport {
@@ -141,8 +182,9 @@ pub struct CheckReport {
     /// Validator name -> validations that failed during this check (a revert
     /// policy applies through validators). Counted, never described.
     pub validation_failures: BTreeMap<String, u64>,
-    /// `datum check`'s exit code for this check: 0 clean, 2 drift, 1 error.
-    pub exit_code: i32,
+    /// What the check concluded (`datum check`'s exit code is made from it
+    /// by the binary's `exit.rs`).
+    pub conclusion: Conclusion,
     /// Whether the check stopped early because it was cancelled.
     pub cancelled: bool,
     /// Classes whose check could not run at all (counted in

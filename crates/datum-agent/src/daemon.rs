@@ -18,7 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use datum_core::ResourceId;
 
-use crate::check::{Cancel, CheckReport, ClassChecker, LoadError, Loaded, Scope};
+use crate::check::{Cancel, CheckReport, ClassChecker, Conclusion, LoadError, Loaded, Scope};
 use crate::http::{Health, HttpError, HttpServer};
 use crate::metrics::Metrics;
 use crate::schedule::{Due, Schedule, detection_bound};
@@ -186,10 +186,11 @@ impl Agent {
         (self.cfg.log)(level, msg);
     }
 
-    /// One check of every class, then return its exit code (`--once`, for
-    /// cron). SIGTERM still stops it after the resource in flight, and a
-    /// check cut short returns 1: its result is not "clean".
-    pub fn run_once(self, checker: &mut dyn ClassChecker) -> Result<i32, AgentError> {
+    /// One check of every class, then return what it concluded (`--once`,
+    /// for cron: the binary makes its exit code). SIGTERM still stops it
+    /// after the resource in flight, and a check cut short concludes
+    /// [`Conclusion::Errors`]: its result is not "clean".
+    pub fn run_once(self, checker: &mut dyn ClassChecker) -> Result<Conclusion, AgentError> {
         let _signals = if self.cfg.signals {
             Some(signals::spawn(self.cancel.flag(), |_| {}).map_err(AgentError::Signals)?)
         } else {
@@ -207,13 +208,13 @@ impl Agent {
                         LogLevel::Error,
                         "stopped before the check completed: exit 1 (the classes not checked are unknown)",
                     );
-                    return Ok(1);
+                    return Ok(Conclusion::Errors);
                 }
-                Ok(report.exit_code)
+                Ok(report.conclusion)
             }
             Err(e) => {
                 self.log(LogLevel::Error, &e.to_string());
-                Ok(1)
+                Ok(Conclusion::Errors)
             }
         }
     }
@@ -718,11 +719,11 @@ fn summary(trigger: &str, scope: &Scope, report: &CheckReport) -> (LogLevel, Str
     if accepted > 0 {
         line.push_str(&format!(", {accepted} accepted"));
     }
-    line.push_str(&format!(", exit {}, {ms} ms", report.exit_code));
+    line.push_str(&format!(", exit {}, {ms} ms", report.conclusion.code()));
     if report.cancelled {
         line.push_str(", stopped early");
     }
-    let level = if state("failed") > 0 || report.exit_code == 1 {
+    let level = if state("failed") > 0 || report.conclusion == Conclusion::Errors {
         LogLevel::Warn
     } else {
         LogLevel::Info

@@ -49,7 +49,7 @@
 //!         };
 //!         Ok(CheckReport {
 //!             classes: BTreeMap::from([("critical".to_owned(), class)]),
-//!             exit_code: 2,
+//!             conclusion: Conclusion::Drift,
 //!             ..CheckReport::default()
 //!         })
 //!     }
@@ -65,7 +65,7 @@
 //!     signals: false,
 //!     log: Arc::new(|_, line| eprintln!("{line}")),
 //! });
-//! assert_eq!(agent.run_once(&mut OneFile).unwrap(), 2);
+//! assert_eq!(agent.run_once(&mut OneFile).unwrap(), Conclusion::Drift);
 //!
 //! // What `datum schedule` should print for a watched class: the debounce
 //! // plus the inspection time, not the interval.
@@ -91,8 +91,8 @@ mod signals;
 pub mod watch;
 
 pub use check::{
-    ACTS, Cancel, CheckError, CheckReport, ClassChecker, ClassReport, ClassSpec, LoadError, Loaded,
-    STATES, Scope, WatchScope, WatchTarget,
+    ACTS, Cancel, CheckError, CheckReport, ClassChecker, ClassReport, ClassSpec, Conclusion,
+    LoadError, Loaded, STATES, Scope, WatchScope, WatchTarget,
 };
 pub use daemon::{Agent, AgentConfig, Log, LogLevel};
 pub use metrics::Metrics;

@@ -685,7 +685,7 @@ mod tests {
         CheckReport {
             classes,
             validation_failures: BTreeMap::from([("sshd".into(), 1)]),
-            exit_code: 2,
+            conclusion: crate::check::Conclusion::Drift,
             cancelled: false,
             failed: 0,
             unrecorded: 0,

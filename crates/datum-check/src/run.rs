@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use datum_agent::Conclusion;
 use datum_catalog::snapshot::LazyCatalogue;
 use datum_catalog::{Catalogue, HostIdentity};
 use datum_core::{Observed, Resource, ResourceId};
@@ -123,9 +124,10 @@ pub enum WithoutStore {
 /// What one check found and did.
 pub struct Checked {
     pub report: CheckReport,
-    /// 0 clean, 1 something could not be checked, 2 drift or quarantines
-    /// open (as the pass is recorded and `datum check` exits).
-    pub exit_code: i32,
+    /// Clean, drift or quarantines open, or something could not be checked
+    /// (the pass is recorded with its [`Conclusion::code`]; `datum check`'s
+    /// exit code is made from it by the binary).
+    pub conclusion: Conclusion,
     /// `report.yaml`, when the host reports to a fleet server (the report
     /// was queued; the caller delivers).
     pub reporting: Option<Reporting>,
@@ -605,13 +607,10 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         .collect();
 
     stats.duration_ms = started.elapsed().as_millis() as u64;
-    let exit_code = if !errors.is_empty() {
-        1
-    } else if !findings.is_empty() || !quarantined.is_empty() {
-        2
-    } else {
-        0
-    };
+    let conclusion = Conclusion::of(
+        !errors.is_empty(),
+        !findings.is_empty() || !quarantined.is_empty(),
+    );
 
     // History: first seen and passes per finding, inspection time per class.
     let signatures: Vec<Signature> = findings.iter().map(|f| f.finding.signature()).collect();
@@ -626,7 +625,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         host: identity.name.clone(),
         counts,
         duration_ms: stats.duration_ms,
-        exit_code,
+        exit_code: conclusion.code(),
     };
     // The subjects a check of some classes speaks for (a check of every
     // class speaks for all, and names none).
@@ -778,7 +777,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
     };
     Ok(Checked {
         report,
-        exit_code,
+        conclusion,
         reporting: reporting.filter(|_| persistent),
     })
 }

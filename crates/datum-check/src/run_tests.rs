@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
+use datum_agent::Conclusion;
 use datum_catalog::snapshot::LazyCatalogue;
 use datum_catalog::{Catalogue, HostIdentity};
 use datum_core::{Resource, ResourceId};
@@ -178,11 +179,11 @@ fn revert_is_described_by_check_and_carried_out_by_reconcile_after_saving_the_dr
     bed.apply(&cat);
     let clean = bed.check(&cat, Act::Look);
     assert!(clean.report.findings.is_empty());
-    assert_eq!(clean.exit_code, 0);
+    assert_eq!(clean.conclusion, Conclusion::Clean);
 
     bed.write("/etc/a.conf", "edited by hand\n");
     let looked = bed.check(&cat, Act::Look);
-    assert_eq!(looked.exit_code, 2);
+    assert_eq!(looked.conclusion, Conclusion::Drift);
     let a = actions(&looked);
     assert_eq!(a.len(), 1, "{a:?}");
     assert_eq!(a[0].1, "changed_outside");
@@ -250,7 +251,7 @@ fn a_revert_reloads_the_service_its_file_notifies() {
     assert!(reconciled.report.warnings.is_empty());
     let looked = bed.check(&cat, Act::Look);
     assert!(looked.report.findings.is_empty(), "{:?}", actions(&looked));
-    assert_eq!(looked.exit_code, 0);
+    assert_eq!(looked.conclusion, Conclusion::Clean);
 
     // The unit is not as declared (stopped): the revert leaves it alone,
     // the reload owed, and says so.
@@ -656,10 +657,10 @@ fn a_kinds_extra_findings_are_reported_whatever_the_policy() {
             "reported".to_owned()
         )]
     );
-    assert_eq!(reconciled.exit_code, 2);
+    assert_eq!(reconciled.conclusion, Conclusion::Drift);
     bed.faults.fail_extra();
     let failed = bed.check(&cat, Act::Look);
-    assert_eq!(failed.exit_code, 1);
+    assert_eq!(failed.conclusion, Conclusion::Errors);
     assert_eq!(failed.report.errors.len(), 1);
 }
 

@@ -25,7 +25,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use datum_agent::{
-    Cancel, CheckReport, ClassReport, ClassSpec, Loaded, Scope, WatchScope, WatchTarget,
+    Cancel, CheckReport, ClassReport, ClassSpec, Conclusion, Loaded, Scope, WatchScope, WatchTarget,
 };
 use datum_catalog::snapshot::LazyCatalogue;
 use datum_catalog::{Catalogue, HostIdentity};
@@ -352,9 +352,8 @@ impl State<'_> {
                                 self.reverted.insert(reported.finding.id.clone(), ended);
                             }
                         }
-                        let exit = checked.exit_code;
-                        any_drift |= exit == 2;
-                        any_error |= exit != 0 && exit != 2;
+                        any_drift |= checked.conclusion == Conclusion::Drift;
+                        any_error |= checked.conclusion == Conclusion::Errors;
                         self.say_failed(&checked.report.errors);
                         self.say_warnings(&checked.report.warnings, &sensitive);
                         let picture = picture_from_report(
@@ -459,13 +458,7 @@ impl State<'_> {
                 .classes
                 .insert(class.clone(), self.class_picture(class, took));
         }
-        report.exit_code = if any_error {
-            1
-        } else if any_drift {
-            2
-        } else {
-            0
-        };
+        report.conclusion = Conclusion::of(any_error, any_drift);
         if !report.cancelled {
             // A delegated class recorded its own history: clearing "all"
             // findings here would erase its findings.
@@ -645,7 +638,7 @@ impl State<'_> {
                 host: host.clone(),
                 counts,
                 duration_ms: inspections.iter().map(|(_, ms)| ms).sum(),
-                exit_code: report.exit_code,
+                exit_code: report.conclusion.code(),
             })?;
             for (class, ms) in inspections {
                 batch.record_class_inspection(pass_id, class, *ms)?;
@@ -736,7 +729,7 @@ impl State<'_> {
             started_at,
             finished_at: finished,
             duration_ms: u64::try_from(finished - started_at).unwrap_or(0) * 1000,
-            exit_code: report.exit_code,
+            exit_code: report.conclusion.code(),
             resources: catalogue.resources.len() as u64,
             classes: bounds,
             expected_interval_s: expected,

@@ -95,16 +95,16 @@ impl ExitCode {
             ExitCode::Clean
         }
     }
+}
 
-    /// The conclusion a number stands for (`datum agent --once` gets the
-    /// check's code as a number from the agent library).
-    pub fn from_code(code: i32) -> ExitCode {
-        match code {
-            0 => ExitCode::Clean,
-            2 => ExitCode::Changes,
-            4 => ExitCode::Failures,
-            6 => ExitCode::ChangesAndFailures,
-            _ => ExitCode::ERROR,
+/// A check's conclusion (`datum check`, `datum agent --once`): drift is 2, as
+/// changes pending are; anything that could not be checked is an error, 1.
+impl From<datum_agent::Conclusion> for ExitCode {
+    fn from(conclusion: datum_agent::Conclusion) -> ExitCode {
+        match conclusion {
+            datum_agent::Conclusion::Clean => ExitCode::Clean,
+            datum_agent::Conclusion::Drift => ExitCode::Changes,
+            datum_agent::Conclusion::Errors => ExitCode::ERROR,
         }
     }
 }
@@ -242,6 +242,7 @@ pub fn report_error_as(
 #[cfg(test)]
 mod tests {
     use clap::Parser as _;
+    use datum_agent::Conclusion;
     use datum_report::render::{Format, Unsupported};
 
     use super::*;
@@ -251,6 +252,7 @@ mod tests {
         assert_eq!(ExitCode::Clean.code(), 0);
         assert_eq!(ExitCode::for_apply(false, false).code(), 0);
         assert_eq!(ExitCode::for_pending(false).code(), 0);
+        assert_eq!(ExitCode::from(Conclusion::Clean).code(), 0);
         let pipe = anyhow::Error::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
             .context("cannot write the plan");
         assert_eq!(report_error(&pipe).code(), 0);
@@ -273,15 +275,24 @@ mod tests {
         assert_eq!(kind_of(&other), ErrorKind::Failed);
         assert_eq!(report_error(&other).code(), 1);
         assert_eq!(ExitCode::ERROR.code(), 1);
-        assert_eq!(ExitCode::from_code(1), ExitCode::ERROR);
-        assert_eq!(ExitCode::from_code(3), ExitCode::ERROR);
+        assert_eq!(ExitCode::from(Conclusion::Errors).code(), 1);
+    }
+
+    #[test]
+    fn a_check_exits_with_the_number_its_pass_is_recorded_with() {
+        // The state store's pass record and the fleet report carry a
+        // check's conclusion as `Conclusion::code`; the process exits with
+        // this table's number: the two agree for every conclusion.
+        for conclusion in [Conclusion::Clean, Conclusion::Drift, Conclusion::Errors] {
+            assert_eq!(ExitCode::from(conclusion).code(), conclusion.code());
+        }
     }
 
     #[test]
     fn exit_2_changes_or_drift() {
         assert_eq!(ExitCode::for_apply(true, false).code(), 2);
         assert_eq!(ExitCode::for_pending(true).code(), 2);
-        assert_eq!(ExitCode::from_code(2), ExitCode::Changes);
+        assert_eq!(ExitCode::from(Conclusion::Drift).code(), 2);
     }
 
     #[test]
@@ -290,7 +301,6 @@ mod tests {
         // An apply the state store could not record.
         assert_eq!(ExitCode::for_apply(false, false).unrecorded().code(), 4);
         assert_eq!(ExitCode::for_apply(false, true).unrecorded().code(), 4);
-        assert_eq!(ExitCode::from_code(4), ExitCode::Failures);
     }
 
     #[test]
@@ -298,7 +308,6 @@ mod tests {
         assert_eq!(ExitCode::for_apply(true, true).code(), 6);
         assert_eq!(ExitCode::for_apply(true, false).unrecorded().code(), 6);
         assert_eq!(ExitCode::ERROR.unrecorded().code(), 1);
-        assert_eq!(ExitCode::from_code(6), ExitCode::ChangesAndFailures);
     }
 }
 

@@ -457,7 +457,7 @@ fn once_returns_the_check_exit_code_and_a_bad_repository_fails() {
         work: Duration::ZERO,
     };
     let agent = Agent::new(config(Arc::default()));
-    assert_eq!(agent.run_once(&mut fake).unwrap(), 0);
+    assert_eq!(agent.run_once(&mut fake).unwrap(), Conclusion::Clean);
     assert_eq!(shared.lock().unwrap().scopes.len(), 1);
     shared.lock().unwrap().fail_load = true;
     let agent = Agent::new(config(Arc::default()));
@@ -489,7 +489,7 @@ fn once_cut_short_by_a_stop_is_not_clean() {
         control.stop();
     });
     let t0 = Instant::now();
-    assert_eq!(agent.run_once(&mut fake).unwrap(), 1);
+    assert_eq!(agent.run_once(&mut fake).unwrap(), Conclusion::Errors);
     assert!(t0.elapsed() < Duration::from_secs(5));
     stopper.join().unwrap();
     let log = log.lock().unwrap();
@@ -656,7 +656,7 @@ fn the_check_line_says_what_the_policy_did() {
                 duration: Duration::from_millis(3),
             },
         )]),
-        exit_code: 1,
+        conclusion: Conclusion::Errors,
         ..CheckReport::default()
     };
     let scope = Scope::Class("critical".into());

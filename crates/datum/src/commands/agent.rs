@@ -108,11 +108,11 @@ pub fn run(global: &GlobalArgs, args: &AgentArgs) -> Result<ExitCode> {
         log,
     });
     if args.once {
-        let code = agent.run_once(&mut checker)?;
+        let conclusion = agent.run_once(&mut checker)?;
         // The process ends now: deliver here rather than in the
         // background.
         checker.deliver_now();
-        return Ok(ExitCode::from_code(code));
+        return Ok(ExitCode::from(conclusion));
     }
     if let Some(p) = puller {
         p.spawn(

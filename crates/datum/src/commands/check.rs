@@ -166,7 +166,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
     });
     let Checked {
         report,
-        exit_code,
+        conclusion,
         reporting,
     } = match checked {
         Ok(checked) => checked,
@@ -180,7 +180,7 @@ pub fn run(global: &GlobalArgs, args: &CheckArgs, act: Act) -> Result<ExitCode> 
         }
         Err(e) => return Err(e.into()),
     };
-    let exit = ExitCode::from_code(exit_code);
+    let exit = ExitCode::from(conclusion);
     if let Some(path) = &args.markdown {
         // Never through a link planted at the report's name.
         datum_host::named::write_report(path, datum_drift::check::markdown(&report).as_bytes())
