@@ -48,4 +48,4 @@ pub use pass::{DIFF_CONTENT_LIMIT, Mode, PassContext, run_pass_with};
 pub use report::{
     Event, PassSummary, Reporter, ResourceReport, SilentReporter, Withheld, WithheldReason,
 };
-pub use select::{PassOptions, Refused, Shared, Stale, fingerprint};
+pub use select::{PassOptions, Refused, Shared, Stale};

@@ -149,7 +149,7 @@ pub(crate) fn sealed_fingerprint(
 }
 
 /// The plain fingerprint of one observation (see the module header).
-pub fn fingerprint(observed: &Observed) -> String {
+pub(crate) fn fingerprint(observed: &Observed) -> String {
     let meta = observed.meta.as_ref().map(|m| {
         json!({
             "size": m.size,
