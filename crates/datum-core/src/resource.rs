@@ -3,6 +3,7 @@
 
 use std::any::Any;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
@@ -102,8 +103,33 @@ impl Resource {
 /// again, and a resource with no hash (built by hand) is never held for at
 /// all. A clone shares the held declaration (a catalogue built from a
 /// subset of another keeps it); it is never compared.
+///
+/// Held only in a process that keeps a catalogue for many passes and has
+/// said so ([`hold_declarations`]: `datum agent`). A one-shot command
+/// (`datum apply`, `plan`, `check`) parses each declaration once anyway,
+/// in its one pass, and holds none: the pass lets a converged resource's
+/// declaration go as soon as it is observed, so a no-op apply of 20,000
+/// Files does not keep 20,000 parsed declarations (about 8 MiB, measured
+/// in docs/benchmarks.md) to the end for nothing.
 #[derive(Default)]
 pub struct HeldDeclaration(Mutex<Option<(Box<str>, AnyDeclaration)>>);
+
+/// Whether this process holds declarations beside their resources (see
+/// [`HeldDeclaration`]); off until [`hold_declarations`] turns it on.
+static HOLDING: AtomicBool = AtomicBool::new(false);
+
+/// Makes every resource of this process hold its declaration once parsed
+/// (or stop doing so): for a process that runs many passes over one
+/// loaded catalogue (the agent), which then parses each declaration once
+/// in all. Declarations already held stay held.
+pub fn hold_declarations(on: bool) {
+    HOLDING.store(on, Ordering::Relaxed);
+}
+
+/// Whether [`hold_declarations`] is on in this process.
+pub fn holds_declarations() -> bool {
+    HOLDING.load(Ordering::Relaxed)
+}
 
 /// A declaration in whatever type its kind gives it.
 pub type AnyDeclaration = Arc<dyn Any + Send + Sync>;
@@ -125,9 +151,10 @@ impl HeldDeclaration {
     }
 
     /// Holds `declaration`, made for `declaration_hash`, in place of any
-    /// other (nothing is held for an empty hash).
+    /// other (nothing is held for an empty hash, nor in a process that
+    /// does not hold declarations: [`hold_declarations`]).
     pub fn hold(&self, declaration_hash: &str, declaration: AnyDeclaration) {
-        if declaration_hash.is_empty() {
+        if declaration_hash.is_empty() || !holds_declarations() {
             return;
         }
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) =
@@ -172,6 +199,14 @@ mod tests {
             ResourceId::new("File", "a"),
             serde_json::json!({"path": "/a"}),
         );
+        // A process that has not said it keeps catalogues (every one-shot
+        // command) holds nothing: its one pass lets each declaration go.
+        // (The only test here that holds: no other turns it on first.)
+        r.declaration_hash = "h0".to_owned();
+        r.held.hold(&r.declaration_hash, Arc::new(0u32));
+        assert!(!r.held.is_held("h0"), "held with holding off");
+        hold_declarations(true);
+        r.declaration_hash = String::new();
         r.held.hold(&r.declaration_hash, Arc::new(1u32));
         assert_eq!(held(&r.held, ""), None, "no hash: nothing held");
         r.declaration_hash = "h1".to_owned();

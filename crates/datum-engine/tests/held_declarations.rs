@@ -41,6 +41,9 @@ struct Bed {
 
 impl Bed {
     fn new() -> Self {
+        // As the agent does (the only process that keeps a catalogue for
+        // many passes); one-shot commands hold nothing.
+        datum_core::hold_declarations(true);
         let root = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
         let repo = tempfile::tempdir().unwrap();

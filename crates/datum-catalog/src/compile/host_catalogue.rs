@@ -224,8 +224,13 @@ impl<'r> Analysis<'r> {
         // that does not parse is refused here, not by the pass. Not when an
         // error was found already: there will be no catalogue, and what
         // refused the resource (its field, at its line) is said already.
+        // Only in a process that holds declarations (the agent, see
+        // `datum_core::hold_declarations`): a one-shot command's one pass
+        // parses each once itself and keeps none it does not need, and
+        // `check_fields` has refused here what every shipped kind's
+        // declaration refuses.
         let registry = self.registry;
-        let declare = !self.diags.has_errors();
+        let declare = !self.diags.has_errors() && datum_core::holds_declarations();
         let undeclared = in_stretches(&mut resources, |first, stretch| {
             let mut undeclared = Vec::new();
             for (k, r) in stretch.iter_mut().enumerate() {
