@@ -102,10 +102,15 @@ impl SavedPlan {
         // catalogue's ids, gathered once (`Catalogue::get` per report scans
         // the catalogue: reports x resources).
         let declared: HashSet<&ResourceId> = catalogue.resources.iter().map(|r| &r.id).collect();
+        // Only the selection: a partial plan also shows the reload of a
+        // service outside it that a change notifies, which it does not
+        // observe, so the apply of the plan does not either (it reloads
+        // that service again only if it is still as declared then).
+        let selected = |id: &ResourceId| selection.only.as_ref().is_none_or(|o| o.contains(id));
         let planned = summary
             .resources
             .iter()
-            .filter(|r| declared.contains(&r.id))
+            .filter(|r| declared.contains(&r.id) && selected(&r.id))
             .map(|r| PlannedResource {
                 id: r.id.to_string(),
                 action: r.action,
@@ -499,5 +504,94 @@ mod tests {
         let ids: Vec<&str> = p.planned.iter().map(|r| r.id.as_str()).collect();
         let expected: Vec<String> = (0..N).rev().map(|i| format!("File[f{i}]")).collect();
         assert_eq!(ids, expected);
+    }
+
+    /// A plan of part of the catalogue (`datum plan --target ... --out`)
+    /// whose change notifies a service outside the selection shows that
+    /// service's reload (077237f), but observes only the selection: the
+    /// saved plan must not expect the service among what the apply
+    /// observes. Before, `datum apply FILE` refused every such plan as
+    /// stale ("FakeUnit[web]: planned, but not in this pass").
+    #[test]
+    fn a_partial_plan_whose_file_notifies_a_service_outside_it_can_be_applied() {
+        use datum_engine::{Mode, PassContext, SilentReporter, run_pass_with};
+        use datum_testkit::fake::{FAKE_FILE, fake_file, fake_registry, fake_unit};
+
+        let root = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let host = datum_host::Host::new(root.path().to_path_buf());
+        let (registry, journal, _) = fake_registry();
+        let mut store = datum_store::Store::open(&state.path().join("state.db")).unwrap();
+        let site = ResourceId::new(FAKE_FILE, "site");
+        let c = Catalogue {
+            host: Default::default(),
+            resources: vec![
+                fake_file("site", "/site", "v1\n", &[]),
+                Resource {
+                    requires: vec![site.clone()],
+                    ..fake_unit("web", std::slice::from_ref(&site))
+                },
+            ],
+            autorequires: Vec::new(),
+            boundary: Default::default(),
+        };
+        let mut pass = |mode: Mode, options: &datum_engine::PassOptions| {
+            let mut ctx = PassContext {
+                registry: &registry,
+                host: &host,
+                mode,
+                store: Some(&mut store),
+                backups: None,
+                now: 1_000,
+                skip: Default::default(),
+                sensitive: None,
+            };
+            run_pass_with(&c, &mut ctx, &mut SilentReporter, options)
+        };
+        pass(Mode::Apply, &datum_engine::PassOptions::default()).unwrap();
+        std::fs::write(root.path().join("site"), "by hand\n").unwrap();
+        let selection = Selection {
+            targets: vec![site.clone()],
+            only: Some(std::collections::BTreeSet::from([site.clone()])),
+            total: 2,
+            ..Selection::default()
+        };
+        let mut options = selection.options();
+        options.fingerprints = true;
+        let planned = pass(Mode::Plan, &options).unwrap();
+        let words: Vec<(String, &str)> = planned
+            .resources
+            .iter()
+            .map(|r| (r.id.to_string(), r.outcome.word()))
+            .collect();
+        assert_eq!(
+            words,
+            [
+                ("FakeFile[site]".to_owned(), "would change"),
+                ("FakeUnit[web]".to_owned(), "would change")
+            ]
+        );
+        let saved = SavedPlan::new(
+            &c,
+            root.path(),
+            &selection,
+            &planned,
+            std::time::UNIX_EPOCH,
+            None,
+        )
+        .unwrap();
+        let mut options = selection.options();
+        options.expect = Some(saved.expected().unwrap());
+        journal.clear();
+        let applied = match pass(Mode::Apply, &options) {
+            Ok(summary) => summary,
+            Err(e) => panic!("the saved plan was refused: {e}"),
+        };
+        assert!(!applied.any_failed());
+        assert_eq!(journal.of("reload"), ["FakeUnit[web]"]);
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("site")).unwrap(),
+            "v1\n"
+        );
     }
 }
