@@ -10,13 +10,10 @@
 //!
 //! The date comes from a [`Clock`], so tests can replay a week in a second.
 
-#![allow(
-    clippy::disallowed_methods,
-    reason = "driftwatch's --history FILE: a file its operator names on a CI runner, read and replaced atomically here; not a path on a managed host"
-)]
+//! This module holds the model and its JSON only; reading and replacing the
+//! file is the tool's (driftwatch's `--history FILE`).
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use chrono::NaiveDate;
@@ -111,19 +108,9 @@ impl Default for History {
 }
 
 impl History {
-    /// Read a history file; a missing file is an empty history (the first night).
-    pub fn load(path: &Path) -> Result<History, HistoryError> {
-        let bytes = match std::fs::read(path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(History::default()),
-            Err(source) => {
-                return Err(HistoryError::Read {
-                    path: path.to_owned(),
-                    source,
-                });
-            }
-        };
-        let history: History = serde_json::from_slice(&bytes).map_err(|e| HistoryError::Parse {
+    /// Parse the bytes of the history file at `path` (named in errors only).
+    pub fn from_json(bytes: &[u8], path: &Path) -> Result<History, HistoryError> {
+        let history: History = serde_json::from_slice(bytes).map_err(|e| HistoryError::Parse {
             path: path.to_owned(),
             line: e.line(),
             column: e.column(),
@@ -137,23 +124,11 @@ impl History {
         Ok(history)
     }
 
-    /// Write the file atomically: a temporary file beside it, then a rename, so a job
-    /// killed halfway leaves yesterday's history rather than half of today's.
-    pub fn save(&self, path: &Path) -> Result<(), HistoryError> {
-        let err = |source| HistoryError::Write {
-            path: path.to_owned(),
-            source,
-        };
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        let mut body = serde_json::to_vec_pretty(self).map_err(|e| err(e.into()))?;
+    /// The file's bytes: pretty JSON and a final newline.
+    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        let mut body = serde_json::to_vec_pretty(self)?;
         body.push(b'\n');
-        let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(err)?;
-        tmp.write_all(&body).map_err(err)?;
-        tmp.persist(path).map_err(|e| err(e.error))?;
-        Ok(())
+        Ok(body)
     }
 
     /// Record one pass for `key` and return what is known about each given signature, in
@@ -286,23 +261,26 @@ mod tests {
     }
 
     #[test]
-    fn save_and_load_round_trip() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("history.json");
-        assert_eq!(History::load(&path).unwrap(), History::default());
+    fn json_round_trip() {
+        let path = Path::new("history.json");
         let mut h = History::default();
         h.record("k", "n", &[sig(&["a"])], &day(3));
-        h.save(&path).unwrap();
-        assert_eq!(History::load(&path).unwrap(), h);
+        let bytes = h.to_json().unwrap();
+        assert!(bytes.ends_with(b"}\n"));
+        assert_eq!(History::from_json(&bytes, path).unwrap(), h);
     }
 
     #[test]
     fn bad_file_error_does_not_quote_content() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("h.json");
-        std::fs::write(&path, "{\"version\": CANARY-in-history").unwrap();
-        let msg = History::load(&path).unwrap_err().to_string();
+        let path = Path::new("/ci/h.json");
+        let msg = History::from_json(b"{\"version\": CANARY-in-history", path)
+            .unwrap_err()
+            .to_string();
         assert!(!msg.contains("CANARY"), "{msg}");
         assert!(msg.contains("h.json"));
+        let msg = History::from_json(b"{\"version\": 9}", path)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("history version 9"), "{msg}");
     }
 }

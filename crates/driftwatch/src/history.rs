@@ -5,7 +5,8 @@
 //! always UTC) and copies the result onto the findings. The history stores signatures
 //! (addresses, categories, paths), never values.
 
-use std::path::Path;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use datum_report::history::{FixedClock, History, HistoryError};
@@ -47,13 +48,43 @@ pub fn rfc3339(t: &DateTime<Utc>) -> String {
 /// Record tonight's findings in the history file and copy each finding's age onto it.
 pub fn apply(report: &mut Report, file: &Path, now: &DateTime<Utc>) -> Result<(), HistoryError> {
     let clock = FixedClock(now.date_naive());
-    let mut history = History::load(file)?;
+    let mut history = load(file)?;
     let signatures: Vec<_> = report.findings.iter().map(Finding::signature).collect();
     let seen = history.record(&report.key, &report.stack, &signatures, &clock);
     for (finding, age) in report.findings.iter_mut().zip(seen) {
         finding.age = Some(age);
     }
-    history.save(file)
+    save(&history, file)
+}
+
+/// Read the history file; a missing file is an empty history (the first night).
+fn load(path: &Path) -> Result<History, HistoryError> {
+    match std::fs::read(path) {
+        Ok(bytes) => History::from_json(&bytes, path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(History::default()),
+        Err(source) => Err(HistoryError::Read {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Write the file atomically: a temporary file beside it, then a rename, so a job
+/// killed halfway leaves yesterday's history rather than half of today's.
+fn save(history: &History, path: &Path) -> Result<(), HistoryError> {
+    let err = |source| HistoryError::Write {
+        path: path.to_owned(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let body = history.to_json().map_err(|e| err(e.into()))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(err)?;
+    tmp.write_all(&body).map_err(err)?;
+    tmp.persist(path).map_err(|e| err(e.error))?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -71,5 +102,29 @@ mod tests {
             "2026-10-28T01:17:09Z"
         );
         assert!(now(Some("yesterday")).is_err());
+    }
+
+    #[test]
+    fn save_and_load_round_trip() {
+        use datum_report::Signature;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.json");
+        assert_eq!(load(&path).unwrap(), History::default());
+        let mut h = History::default();
+        let sig = Signature::new("k.flags".into(), "changed_outside".into(), vec!["a".into()]);
+        h.record(
+            "k",
+            "n",
+            &[sig],
+            &FixedClock(NaiveDate::from_ymd_opt(2026, 1, 3).unwrap()),
+        );
+        save(&h, &path).unwrap();
+        assert_eq!(load(&path).unwrap(), h);
+        std::fs::write(&path, "{\"version\": CANARY-in-history").unwrap();
+        let msg = load(&path).unwrap_err().to_string();
+        assert!(
+            !msg.contains("CANARY") && msg.contains("history.json"),
+            "{msg}"
+        );
     }
 }
