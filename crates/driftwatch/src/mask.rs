@@ -301,6 +301,21 @@ impl Hidden {
         }
     }
 
+    /// [`Hidden::add_strings_of`], with `other`'s keys taken as strings too: for a value
+    /// declared sensitive whole by the user (a sensitive variable's, a literal given to a
+    /// module's sensitive variable, a sensitive output's), whose keys are the user's data,
+    /// as secret as its strings. The AWS provider copies the keys of a `default_tags` map
+    /// into every resource's `tags_all`, unmarked, where they are shown as paths.
+    pub fn add_strings_and_keys_of(&mut self, other: &Hidden) {
+        self.add_strings_of(other);
+        let before = self.values.len();
+        self.values
+            .extend(other.keys.iter().filter(|k| !k.is_empty()).cloned());
+        if self.values.len() != before {
+            self.embedded.take();
+        }
+    }
+
     /// Where `path` goes under a hidden key: the number of steps before the first such key
     /// past the attribute's name (an attribute's own name is the schema's, not a secret),
     /// or `None`.

@@ -576,7 +576,7 @@ fn module_literals<R: std::io::Read>(
         })?;
         for (name, hidden) in &given {
             if sensitive.as_ref().is_none_or(|s| s.contains(name)) {
-                out.add_strings_of(hidden);
+                out.add_strings_and_keys_of(hidden);
             }
         }
         Ok(())
@@ -657,10 +657,10 @@ impl Variables {
         }
         for (name, hidden) in &self.values {
             if keep(name) {
-                secrets.add_strings_of(hidden);
+                secrets.add_strings_and_keys_of(hidden);
             }
         }
-        secrets.add_strings_of(&self.module_literals);
+        secrets.add_strings_and_keys_of(&self.module_literals);
         Ok(())
     }
 }
@@ -774,7 +774,8 @@ impl Marked<'_> {
 
     fn learn(&mut self, learned: Result<Hidden, serde_json::Error>) {
         match learned {
-            Ok(hidden) => self.secrets.add_strings_of(&hidden),
+            // An output is declared sensitive whole: its keys are secret too.
+            Ok(hidden) => self.secrets.add_strings_and_keys_of(&hidden),
             Err(e) => {
                 if self.first_error.is_none() {
                     *self.first_error = Some(PlanError::Json {
@@ -2202,6 +2203,34 @@ mod tests {
         let plain = by_variable.replace(r#""tag_key":{"sensitive":true}"#, r#""tag_key":{}"#);
         let plan = parse(&plain, PlanRole::Normal).unwrap();
         assert!(format!("{plan:?}").contains("x-k-CANARY-var-y"));
+    }
+
+    #[test]
+    fn the_keys_of_a_sensitive_map_variable_or_output_are_withheld_as_keys_of_copies() {
+        // `default_tags { tags = var.secret_tags }`: the provider copies the keys of the
+        // sensitive map into every tags_all, unmarked; they are shown as paths.
+        let change = r#"{"address":"aws_sqs_queue.q","mode":"managed","change":{"actions":["update"],
+          "before":{"tags_all":{"plain":"p"}},
+          "after":{"tags_all":{"plain":"p","k-CANARY-var-map-key":"v","k-CANARY-out-key":"w","team":"ops"}},
+          "before_sensitive":{"tags_all":{}},"after_sensitive":{"tags_all":{}}}}"#;
+        let text = format!(
+            r#"{{"format_version":"1.2",
+              "variables":{{"secret_tags":{{"value":{{"k-CANARY-var-map-key":"v"}}}}}},
+              "resource_changes":[{change}],
+              "output_changes":{{"o":{{"actions":["no-op"],"before":{{"k-CANARY-out-key":1}},
+                "after":{{"k-CANARY-out-key":1}},"before_sensitive":true,"after_sensitive":true}}}},
+              "configuration":{{"root_module":{{"variables":{{"secret_tags":{{"sensitive":true}}}}}}}}}}"#
+        );
+        for role in [PlanRole::Normal, PlanRole::Combined] {
+            let plan = parse(&text, role).unwrap();
+            assert!(!format!("{plan:?}").contains("CANARY"), "{role:?} {plan:?}");
+            let paths: Vec<String> = plan.changes[0]
+                .changed_paths
+                .iter()
+                .map(Path::to_string)
+                .collect();
+            assert_eq!(paths, ["tags_all", "tags_all.team"], "{role:?}");
+        }
     }
 
     #[test]
