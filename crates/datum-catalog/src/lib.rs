@@ -80,9 +80,21 @@ impl<'r> Compiler<'r> {
         self.registry
     }
 
+    /// Loads the repository at `repo` ([`Repository::load`]) with the
+    /// fields every kind of this registry calls sensitive by nature, so a
+    /// broken line holding one is never shown.
+    pub fn load(&self, repo: &Path) -> Result<Repository, Diagnostics> {
+        let fields: Vec<&str> = self
+            .registry
+            .iter()
+            .flat_map(|p| p.sensitive_fields().iter().copied())
+            .collect();
+        Repository::load(repo, &fields)
+    }
+
     /// See [`lint`].
     pub fn lint(&self, repo: &Path, host: Option<&HostIdentity>) -> Diagnostics {
-        match Repository::load(repo) {
+        match self.load(repo) {
             Ok(r) => self.lint_repository(&r, host),
             Err(diags) => diags,
         }
@@ -97,7 +109,7 @@ impl<'r> Compiler<'r> {
 
     /// See [`compile()`].
     pub fn compile(&self, repo: &Path, host: &HostIdentity) -> Result<Catalogue, Diagnostics> {
-        let repository = Repository::load(repo)?;
+        let repository = self.load(repo)?;
         self.compile_loaded(repository, host, false, None)
     }
 
@@ -130,7 +142,7 @@ impl<'r> Compiler<'r> {
         explain: bool,
         hashes: Option<&dyn SourceHashes>,
     ) -> Result<Catalogue, Diagnostics> {
-        let repository = Repository::load(repo)?;
+        let repository = self.load(repo)?;
         self.compile_loaded(repository, host, explain, hashes)
     }
 
@@ -161,6 +173,12 @@ impl<'r> Compiler<'r> {
 /// An empty result means the repository is clean.
 pub fn lint(repo: &Path, host: Option<&HostIdentity>) -> Diagnostics {
     Compiler::shipped().lint(repo, host)
+}
+
+/// Loads the repository at `repo` with the shipped kinds' sensitive
+/// fields ([`Compiler::load`]).
+pub fn load(repo: &Path) -> Result<Repository, Diagnostics> {
+    Compiler::shipped().load(repo)
 }
 
 /// [`lint`] for a repository already loaded.

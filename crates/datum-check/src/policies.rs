@@ -599,8 +599,9 @@ impl Policies<'_> {
         let repository = match self.repository.get() {
             Some(repository) => repository,
             None => {
-                let loaded =
-                    datum_catalog::Repository::load(self.repo).map_err(CheckError::Repository)?;
+                let loaded = datum_catalog::Compiler::new(self.registry)
+                    .load(self.repo)
+                    .map_err(CheckError::Repository)?;
                 self.repository.get_or_init(|| loaded)
             }
         };

@@ -115,7 +115,12 @@ impl Repository {
     /// Loads the repository at `root`. Fails only when `datum.yaml` cannot be
     /// read or parsed at all (without it there are no layers to read); every
     /// other problem is recorded in [`Repository::diagnostics`].
-    pub fn load(root: &Path) -> Result<Repository, Diagnostics> {
+    ///
+    /// `sensitive_fields` are the fields of `desired` whose value is
+    /// sensitive whatever a resource says (every kind's, from the caller's
+    /// registry: a User's `password_hash`): a file that cannot be parsed
+    /// and names one never shows its lines. This crate knows no kind.
+    pub fn load(root: &Path, sensitive_fields: &[&str]) -> Result<Repository, Diagnostics> {
         let (canonical_root, settings, mut diags) = read_settings(root)?;
 
         let mut repo = Repository {
@@ -157,10 +162,17 @@ impl Repository {
             files.sort();
             for (rel, canonical) in files {
                 let place = Place::new(rel.clone(), layer.name.clone());
-                repo.load_file(&place, &canonical, index, &mut diags, &mut broken);
+                repo.load_file(
+                    &place,
+                    &canonical,
+                    index,
+                    sensitive_fields,
+                    &mut diags,
+                    &mut broken,
+                );
             }
         }
-        repo.hide_broken_overrides(&broken, &mut diags);
+        repo.hide_broken_overrides(&broken, sensitive_fields, &mut diags);
         repo.sources.extend(diags.sources());
         *diags.sources_mut() = repo.sources.clone();
         repo.diagnostics = diags;
@@ -171,11 +183,13 @@ impl Repository {
     /// a resource declared sensitive elsewhere (`desired: {content: ...}`
     /// with no `sensitive` of its own): once every file is read, the lines
     /// of a broken file that mentions the name of a resource any document
-    /// calls sensitive (or gives a `password_hash`) are hidden too (a word
-    /// search: it errs towards hiding).
+    /// calls sensitive (or gives one of `sensitive_fields`, a User's
+    /// `password_hash`) are hidden too (a word search: it errs towards
+    /// hiding).
     fn hide_broken_overrides(
         &self,
         broken: &[(std::sync::Arc<Path>, String)],
+        sensitive_fields: &[&str],
         diags: &mut Diagnostics,
     ) {
         if broken.is_empty() {
@@ -186,7 +200,7 @@ impl Repository {
             .iter()
             .filter(|d| {
                 d.sensitive.as_ref().is_some_and(|s| s.value)
-                    || d.desired.get("password_hash").is_some()
+                    || sensitive_fields.iter().any(|f| d.desired.get(f).is_some())
             })
             .map(|d| d.id.name.as_str())
             .collect();
@@ -207,6 +221,7 @@ impl Repository {
         place: &Place,
         canonical: &Path,
         layer: usize,
+        sensitive_fields: &[&str],
         diags: &mut Diagnostics,
         broken: &mut Vec<(std::sync::Arc<Path>, String)>,
     ) {
@@ -251,9 +266,9 @@ impl Repository {
             (doc, own.into_vec(), Some(extent))
         });
         // A file that could not be parsed cannot say which of its lines are
-        // secret: one that mentions a password hash or `sensitive` shows
+        // secret: one that mentions a sensitive field or `sensitive` shows
         // where its syntax errors are, never their lines.
-        let secret = !parsed.errors.is_empty() && may_hold_secret(&text);
+        let secret = !parsed.errors.is_empty() && may_hold_secret(&text, sensitive_fields);
         if !parsed.errors.is_empty() && !secret {
             broken.push((place.file.clone(), text.clone()));
         }
@@ -333,10 +348,11 @@ impl Repository {
 }
 
 /// Whether a manifest's text may hold a secret a syntax error's line would
-/// show: a User's `password_hash`, or a resource's `sensitive` (a word
-/// search, since the file could not be parsed; it errs towards hiding).
-fn may_hold_secret(text: &str) -> bool {
-    text.contains("password_hash") || text.contains("sensitive")
+/// show: a field sensitive by nature (`sensitive_fields`, a User's
+/// `password_hash`), or a resource's `sensitive` (a word search, since the
+/// file could not be parsed; it errs towards hiding).
+fn may_hold_secret(text: &str, sensitive_fields: &[&str]) -> bool {
+    text.contains("sensitive") || sensitive_fields.iter().any(|f| text.contains(f))
 }
 
 fn is_manifest(name: &str) -> bool {

@@ -444,7 +444,7 @@ pub fn compile_or_reuse(
     let hashes = source_hashes_in(state, remembers);
     let (stamp, compiled) = std::thread::scope(|scope| {
         let stamp = scope.spawn(move || started.walk());
-        let compiled = datum_catalog::Repository::load(repo).and_then(|repository| {
+        let compiled = datum_catalog::load(repo).and_then(|repository| {
             let classes = repository.settings.classes.clone();
             // The compile consumes the repository: it lets each part go
             // once done with it.

@@ -2162,7 +2162,7 @@ mod lint_errors {
         );
         let registry = datum_providers::registry();
         for h in [web(), host("db-01", &[])] {
-            let loaded = datum_catalog::Repository::load(repo.path()).unwrap();
+            let loaded = datum_catalog::load(repo.path()).unwrap();
             let kept = datum_catalog::compile_repository(&loaded, &h).unwrap();
             let taken = compile(repo.path(), &h).unwrap();
             assert_eq!(

@@ -38,7 +38,7 @@ fn validator() -> jsonschema::Validator {
 /// Every file of the example repository that holds resource documents.
 fn example_manifests() -> Vec<PathBuf> {
     let examples = top().join("examples");
-    let repository = datum_catalog::Repository::load(&examples).unwrap();
+    let repository = datum_catalog::load(&examples).unwrap();
     let files: BTreeSet<PathBuf> = repository
         .documents
         .iter()

@@ -51,7 +51,7 @@ fn the_desired_mappings_are_taken_out_in_document_order() {
         "base/b.yaml",
         "datum: v1alpha1\ntype: File\nname: b\ndesired:\n  path: /b\n  mode: '0600'\n",
     );
-    let mut r = Repository::load(root).unwrap();
+    let mut r = Repository::load(root, &[]).unwrap();
     let before: Vec<_> = r.documents.iter().map(|d| d.desired.clone()).collect();
     let taken = r.take_desired();
     assert_eq!(taken, before);
@@ -74,7 +74,7 @@ fn documents_load_in_layer_then_path_then_position_order() {
         "base/a.yaml",
         &format!("{}---\n---\n{}", doc("File", "a1"), doc("File", "a2")),
     );
-    let r = Repository::load(root).unwrap();
+    let r = Repository::load(root, &[]).unwrap();
     assert!(r.diagnostics.is_empty(), "{}", r.diagnostics);
     assert_eq!(
         names(&r),
@@ -103,7 +103,7 @@ fn content_folders_hidden_entries_and_other_files_are_not_manifests() {
     // Only the layer's own top-level files/ is content: deeper ones are manifests.
     write(root, "base/sub/files/deep.yaml", &doc("File", "deep"));
     write(root, "elsewhere/x.yaml", "broken: [\n");
-    let r = Repository::load(root).unwrap();
+    let r = Repository::load(root, &[]).unwrap();
     assert!(r.diagnostics.is_empty(), "{}", r.diagnostics);
     assert_eq!(names(&r), ["File[deep]"]);
 }
@@ -124,7 +124,7 @@ fn problems_in_several_files_are_all_collected() {
         &format!("{}extra: 1\n", doc("File", "c")),
     );
     write(root, "base/d.yaml", &doc("File", "d"));
-    let r = Repository::load(root).unwrap();
+    let r = Repository::load(root, &[]).unwrap();
     let lines: Vec<String> = r.diagnostics.iter().map(|d| d.one_line()).collect();
     assert_eq!(lines.len(), 3, "{lines:#?}");
     assert!(
@@ -153,7 +153,7 @@ fn a_manifest_linked_from_outside_the_repository_is_refused() {
         dir.path().join("base/evil.yaml"),
     )
     .unwrap();
-    let r = Repository::load(dir.path()).unwrap();
+    let r = Repository::load(dir.path(), &[]).unwrap();
     assert!(names(&r).is_empty());
     let lines: Vec<String> = r.diagnostics.iter().map(|d| d.one_line()).collect();
     assert_eq!(lines.len(), 1);
@@ -167,7 +167,7 @@ fn a_manifest_linked_from_outside_the_repository_is_refused() {
 fn a_broken_settings_file_stops_loading_with_its_position() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "datum.yaml", "datum: v1alpha1\nlayers: [\n");
-    let err = Repository::load(dir.path()).unwrap_err();
+    let err = Repository::load(dir.path(), &[]).unwrap_err();
     let lines: Vec<String> = err.iter().map(|d| d.one_line()).collect();
     assert_eq!(lines.len(), 1);
     assert!(
@@ -186,7 +186,7 @@ fn diagnostics_render_the_offending_line_from_the_loaded_sources() {
         "base/a.yaml",
         "datum: v1alpha1\ntype: File\nname: a\ndesired: {}\nsensitive: maybe\n",
     );
-    let r = Repository::load(dir.path()).unwrap();
+    let r = Repository::load(dir.path(), &[]).unwrap();
     let text = r.diagnostics.render(false);
     assert_eq!(
         text,
@@ -203,7 +203,7 @@ fn a_layer_at_the_repository_root_does_not_read_datum_yaml() {
         "datum: v1alpha1\nlayers:\n  - {name: all, path: .}\n",
     );
     write(dir.path(), "a.yaml", &doc("File", "a"));
-    let r = Repository::load(dir.path()).unwrap();
+    let r = Repository::load(dir.path(), &[]).unwrap();
     assert!(r.diagnostics.is_empty(), "{}", r.diagnostics);
     assert_eq!(names(&r), ["File[a]"]);
     assert_eq!(r.documents[0].origin().to_string(), "a.yaml:1:1");
@@ -229,7 +229,7 @@ fn a_layer_folder_inside_another_layer_belongs_to_that_layer_alone() {
     write(root, "base/db/secret.yaml", &doc("File", "dbpass"));
     write(root, "base/db/deep/more.yaml", &doc("File", "dbmore"));
     write(root, "web/site.yaml", &doc("File", "site"));
-    let r = Repository::load(root).unwrap();
+    let r = Repository::load(root, &[]).unwrap();
     assert!(r.diagnostics.is_empty(), "{}", r.diagnostics);
     let by_layer: Vec<(String, String)> = r
         .documents
@@ -264,8 +264,34 @@ fn a_layer_named_through_a_link_inside_the_repository_is_read() {
     );
     write(root, "releases/2/site.yaml", &doc("File", "site"));
     std::os::unix::fs::symlink("releases/2", root.join("current")).unwrap();
-    let r = Repository::load(root).unwrap();
+    let r = Repository::load(root, &[]).unwrap();
     assert!(r.diagnostics.is_empty(), "{}", r.diagnostics);
     assert_eq!(names(&r), ["File[site]"]);
     assert_eq!(r.documents[0].origin().to_string(), "current/site.yaml:1:1");
+}
+
+/// The loader knows no kind: the fields sensitive by nature are its
+/// caller's (every kind's in its registry). A file that cannot be parsed
+/// and names one shows where its errors are, never its lines; a field no
+/// caller named is shown as any other.
+#[test]
+fn a_broken_line_of_a_field_the_caller_calls_sensitive_is_never_shown() {
+    let dir = repo();
+    let root = dir.path();
+    write(
+        root,
+        "base/a.yaml",
+        "datum: v1alpha1\ntype: Keyed\nname: k\ndesired:\n  api_key: s3cr3t: x\n",
+    );
+    let shown = Repository::load(root, &["api_key"])
+        .unwrap()
+        .diagnostics
+        .render(false);
+    assert!(shown.contains("base/a.yaml:5:18"), "{shown}");
+    assert!(!shown.contains("s3cr3t"), "{shown}");
+    let shown = Repository::load(root, &[])
+        .unwrap()
+        .diagnostics
+        .render(false);
+    assert!(shown.contains("s3cr3t"), "{shown}");
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use datum_catalog::{Diagnostics, HostIdentity, Repository};
+use datum_catalog::{Diagnostics, HostIdentity};
 
 use crate::cli::{Format, GlobalArgs};
 use crate::context::use_color;
@@ -114,7 +114,7 @@ struct HostLint {
 
 fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
     let files = host_files(&global.repo)?;
-    let repository = match Repository::load(&global.repo) {
+    let repository = match datum_catalog::load(&global.repo) {
         Ok(r) => r,
         Err(diagnostics) => {
             // Nothing host-specific can be said about a repository that
