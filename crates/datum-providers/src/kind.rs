@@ -3,11 +3,12 @@
 //!
 //! A kind names its parsed declaration ([`Kind::Declaration`]) and what it
 //! carries from staging to activation ([`Kind::Staging`]); it never sees
-//! `&dyn Any`. The blanket impl parses once ([`Provider::declare`]: the
-//! declaration is held by the resource, `datum_core::HeldDeclaration`, and
-//! shared by every pass over its catalogue while its declaration hash is
-//! the same) and downcasts for every later step, so no kind parses
-//! `resource.desired` again, neither during a pass nor in the next one. A kind whose resources are one entry at a path
+//! `&dyn Any`. The blanket impl parses once ([`Provider::declare`]; in the
+//! agent the declaration is held by the resource,
+//! `datum_core::HeldDeclaration`, and shared by every pass over its
+//! catalogue while its declaration hash is the same) and downcasts for
+//! every later step, so no kind parses `resource.desired` again during a
+//! pass, nor in the agent's next one. A kind whose resources are one entry at a path
 //! (File, Directory, Symlink) implements the narrower
 //! [`crate::common::entry::EntryProvider`] instead, which is a `Kind`
 //! through its own blanket impl.

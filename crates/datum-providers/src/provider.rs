@@ -1,8 +1,8 @@
 //! The contract every resource type implements.
 //!
 //! A provider turns a resource's declared fields into a typed declaration
-//! (parsed once and held by the resource for every pass over its
-//! catalogue, [`Provider::declare`]), observations of the host,
+//! (parsed once per pass, or, in the agent, once for every pass over its
+//! catalogue: [`Provider::declare`]), observations of the host,
 //! a plan, and changes, each step a separate call the engine drives:
 //! `stage`, `validation_target`, then `activate` or `discard`, then
 //! `verify`. Pure steps (`check`, `plan`) never touch the host, so they are
@@ -515,17 +515,20 @@ pub trait Provider: Capabilities + Send + Sync {
     fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
 
     /// The resource's declaration in the kind's typed form; every other
-    /// step is handed the result. Parsed once and held by the resource
-    /// ([`datum_core::HeldDeclaration`]) for as long as its declaration
-    /// hash is the same: the compiler declares every resource of the
-    /// catalogue it makes, a catalogue loaded from its snapshot declares
-    /// each at its first use, and every later call (every pass over the
-    /// catalogue) shares the one held (the blanket impl for
-    /// [`crate::Kind`] does this). A resource without a declaration hash
-    /// (built by hand) holds none and is parsed at each call. An error
-    /// names the field (the catalogue has checked the fields, so this is
-    /// rare: a resource built by hand, a name that is not valid for the
-    /// host); the compiler refuses such a catalogue.
+    /// step is handed the result. In a process that holds declarations
+    /// (the agent: `datum_core::hold_declarations`) it is parsed once and
+    /// held by the resource ([`datum_core::HeldDeclaration`]) for as long
+    /// as its declaration hash is the same: the compiler declares every
+    /// resource of the catalogue it makes, a catalogue loaded from its
+    /// snapshot declares each at its first use, and every later call
+    /// (every pass over the catalogue) shares the one held (the blanket
+    /// impl for [`crate::Kind`] does this). Elsewhere (a one-shot command,
+    /// one pass) and for a resource without a declaration hash (built by
+    /// hand) nothing is held: the pass that calls this keeps the result as
+    /// long as it needs it. An error names the field (the catalogue has
+    /// checked the fields, so this is rare: a resource built by hand, a
+    /// name that is not valid for the host); the agent's compiler refuses
+    /// such a catalogue, a one-shot pass that resource.
     fn declare<'r>(&self, resource: &'r Resource) -> Result<Declared<'r>, ProviderError>;
 
     /// Reads the current state from the host.
