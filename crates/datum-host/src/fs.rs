@@ -109,72 +109,22 @@ pub(crate) fn read_all(file: &mut File, path: &Path, len: u64) -> Result<Vec<u8>
     Ok(bytes)
 }
 
-/// A regular file's SHA-256, and its bytes when it is small enough to keep.
-#[derive(Clone, PartialEq, Eq)]
+/// A regular file's SHA-256 and size. Its bytes are never kept: a pass
+/// over 20,000 files must not hold them (the engine reads the few that
+/// differ again when a person needs a text diff).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hashed {
     pub sha256: String,
-    /// The content, when it was at most the `keep_up_to` limit.
-    pub bytes: Option<Vec<u8>>,
     pub size: u64,
 }
 
-impl std::fmt::Debug for Hashed {
-    // The bytes may be secret; show only their size.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Hashed({} bytes, sha256 {})", self.size, self.sha256)
-    }
-}
-
 /// Hashes an open regular file (of length `expected` from its `fstat`) in
-/// one streaming read, keeping the bytes when there are at most
-/// `keep_up_to` of them (for text diffs) so the file is read once.
-pub(crate) fn hash_open(
-    file: &mut File,
-    path: &Path,
-    expected: u64,
-    keep_up_to: u64,
-) -> Result<Hashed, HostError> {
-    if expected <= keep_up_to {
-        // The common case for configuration files: one read into a buffer of
-        // the right size, hashed whole.
-        // Never more than the limit (and one byte) held: a file that grows
-        // while it is read (someone else's, made huge) is hashed on
-        // through the buffer and not kept.
-        let mut bytes = Vec::with_capacity(usize::try_from(expected).unwrap_or(0) + 1);
-        (&mut *file)
-            .take(keep_up_to.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(|e| HostError::io("read", path, e))?;
-        let size = bytes.len() as u64;
-        if size <= keep_up_to {
-            let sha256 = hex::encode(Sha256::digest(&bytes));
-            return Ok(Hashed {
-                sha256,
-                bytes: Some(bytes),
-                size,
-            });
-        }
-        let mut hasher = Sha256::new();
-        hasher.update(&bytes);
-        drop(bytes);
-        let rest = stream(file, path, u64::MAX, |chunk| hasher.update(chunk))?;
-        return Ok(Hashed {
-            sha256: hex::encode(hasher.finalize()),
-            bytes: None,
-            size: size.saturating_add(rest),
-        });
-    }
-    sha256_of(file, path, expected)
-}
-
-/// SHA-256 of the rest of `file` (`len` from its `fstat`), without keeping
-/// the bytes.
-fn sha256_of(file: &mut File, path: &Path, len: u64) -> Result<Hashed, HostError> {
+/// one streaming read; a file that grew meanwhile is hashed to its new end.
+pub(crate) fn hash_open(file: &mut File, path: &Path, expected: u64) -> Result<Hashed, HostError> {
     let mut hasher = Sha256::new();
-    let size = stream(file, path, len, |chunk| hasher.update(chunk))?;
+    let size = stream(file, path, expected, |chunk| hasher.update(chunk))?;
     Ok(Hashed {
         sha256: hex::encode(hasher.finalize()),
-        bytes: None,
         size,
     })
 }
@@ -189,7 +139,7 @@ pub struct Expected<'a> {
     pub blake3: &'a str,
 }
 
-/// [`hash_open`] (without keeping bytes) for a file expected to hold
+/// [`hash_open`] for a file expected to hold
 /// `expected`: a file of the expected size is hashed with BLAKE3 (several
 /// times faster than SHA-256 here), and when that matches, its SHA-256 is
 /// the expected one (same bytes); only a file that differs is hashed with
@@ -209,7 +159,6 @@ pub(crate) fn hash_open_expecting(
         if size == expected.size && hasher.finalize().to_hex().as_str() == expected.blake3 {
             return Ok(Hashed {
                 sha256: expected.sha256.to_owned(),
-                bytes: None,
                 size,
             });
         }
@@ -217,7 +166,7 @@ pub(crate) fn hash_open_expecting(
         file.seek(std::io::SeekFrom::Start(0))
             .map_err(|e| HostError::io("read", path, e))?;
     }
-    sha256_of(file, path, len)
+    hash_open(file, path, len)
 }
 
 /// Feeds all of `file` (from where it stands) to `f` through the thread's
@@ -307,7 +256,7 @@ mod tests {
         // Another size: SHA-256 at once.
         let h = f.hash_expecting(exp(5, &planted, &real_b3)).unwrap();
         assert_eq!((h.sha256.as_str(), h.size), (real_sha.as_str(), 300_000));
-        assert_eq!(h.sha256, f.hash(0).unwrap().sha256);
+        assert_eq!(h.sha256, f.hash().unwrap().sha256);
     }
 
     #[test]
@@ -327,19 +276,20 @@ mod tests {
     }
 
     #[test]
-    fn hashing_keeps_small_content_and_streams_large() {
+    fn hashing_streams_small_and_large_files() {
         let data = vec![7u8; 200_000];
-        let (_dir, host) = host_with(&[("small", b"hi\n"), ("big", &data)]);
-        let h = at(&host, "/small").hash(1024).unwrap();
+        let (_dir, host) = host_with(&[("small", b"hi\n"), ("big", &data), ("empty", b"")]);
+        let h = at(&host, "/small").hash().unwrap();
         assert_eq!(
             h.sha256,
             "98ea6e4f216f2fb4b69fff9b3a44842c38686ca685f3f55dc48c5d3fb1107be4"
         );
-        assert_eq!(h.bytes.as_deref(), Some(&b"hi\n"[..]));
-        let h = at(&host, "/big").hash(1024).unwrap();
-        assert_eq!(h.bytes, None);
+        assert_eq!(h.size, 3);
+        let h = at(&host, "/big").hash().unwrap();
         assert_eq!(h.size, 200_000);
         assert_eq!(h.sha256, datum_core::sha256_hex(&data));
+        let h = at(&host, "/empty").hash().unwrap();
+        assert_eq!((h.sha256, h.size), (datum_core::sha256_hex(b""), 0));
     }
 
     /// A file is never read whole beyond the limit its caller gives, and
@@ -361,8 +311,8 @@ mod tests {
         // A file longer than its fstat said (grown while read) is hashed
         // whole, its bytes not kept.
         let (mut file, _) = at(&host, "/big").open_file().unwrap();
-        let h = hash_open(&mut file, Path::new("/big"), 10, 100).unwrap();
-        assert_eq!((h.size, h.bytes), (5000, None));
+        let h = hash_open(&mut file, Path::new("/big"), 10).unwrap();
+        assert_eq!(h.size, 5000);
         assert_eq!(h.sha256, datum_core::sha256_hex(&[1u8; 5000]));
     }
 
@@ -373,10 +323,7 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("f"), dir.path().join("l")).unwrap();
         let err = at(&host, "/l").read().unwrap_err();
         assert_eq!(err.path(), Some(dir.path().join("l").as_path()));
-        assert!(
-            at(&host, "/d").hash(10).is_err(),
-            "a directory is not hashed"
-        );
+        assert!(at(&host, "/d").hash().is_err(), "a directory is not hashed");
     }
 
     #[test]

@@ -160,9 +160,9 @@ impl Located {
     }
 
     /// See `fs::hash_open`.
-    pub fn hash(&self, keep_up_to: u64) -> Result<Hashed, HostError> {
+    pub fn hash(&self) -> Result<Hashed, HostError> {
         let (mut file, len) = self.open_regular("read")?;
-        fs::hash_open(&mut file, &self.path, len, keep_up_to)
+        fs::hash_open(&mut file, &self.path, len)
     }
 
     /// See `fs::hash_open_expecting`.
@@ -369,7 +369,7 @@ impl Located {
                     };
                     fs::hash_open_expecting(&mut file, &self.path, len, expected)?.sha256
                 }
-                None => fs::hash_open(&mut file, &self.path, len, 0)?.sha256,
+                None => fs::hash_open(&mut file, &self.path, len)?.sha256,
             };
             if file_type != FileType::RegularFile || sha256 != holding.sha256 {
                 return Err(HostError::Replaced {

@@ -35,11 +35,6 @@ use crate::{FieldError, ProviderError, Reach, Refusal, Staged};
 
 pub use desired::{CONTENT_FIELDS, FileDeclaration, FileDesired};
 
-/// Observation hashes content without keeping it: a pass over 20,000 files
-/// must not hold their bytes. The engine reads the few files that differ
-/// again when a person needs a text diff.
-pub const KEEP_CONTENT_UP_TO: u64 = 0;
-
 /// Mode of a created file when none is declared.
 pub const DEFAULT_MODE: u32 = 0o644;
 
@@ -99,7 +94,7 @@ impl EntryProvider for FileProvider {
         });
         let hashed = match expected {
             Some(expected) => at.hash_expecting(expected)?,
-            None => at.hash(KEEP_CONTENT_UP_TO)?,
+            None => at.hash()?,
         };
         datum_core::progress::file_hashed();
         datum_core::progress::bytes_hashed(hashed.size);
@@ -111,7 +106,6 @@ impl EntryProvider for FileProvider {
             .fields
             .insert("content_sha256".to_owned(), Value::String(hashed.sha256));
         observed.presence = Presence::Present;
-        observed.content = hashed.bytes;
         observed.meta = Some(meta);
         Ok(observed)
     }

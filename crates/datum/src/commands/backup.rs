@@ -177,7 +177,7 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
             // streamed: the live file is never read whole (it may be huge).
             if let Some(live) = live.filter(|s| s.kind == FileKind::File) {
                 let same =
-                    live.meta.size == bytes.len() as u64 && at.hash(0)?.sha256 == entry.sha256;
+                    live.meta.size == bytes.len() as u64 && at.hash()?.sha256 == entry.sha256;
                 if !same {
                     let resource = ResourceId::parse(&entry.resource).unwrap_or_else(|_| {
                         ResourceId::new("Restore", entry.path.display().to_string())
