@@ -6,10 +6,11 @@
 //! digest with one hash per resource (its declaration, class and
 //! requirements, so a refusal can name what changed), and per planned
 //! resource its action and the fingerprint of what the plan observed
-//! (`datum_engine::fingerprint`). `datum apply FILE` compiles the repository
-//! again and refuses, naming what differs, when the catalogue changed; the
-//! engine then observes once, as in every pass, and refuses before changing
-//! anything when an observation no longer matches its fingerprint.
+//! (the engine's, `PassOptions::fingerprints`). `datum apply FILE` compiles
+//! the repository again and refuses, naming what differs, when the
+//! catalogue changed; the engine then observes once, as in every pass, and
+//! refuses before changing anything when an observation no longer matches
+//! its fingerprint.
 //!
 //! The file never holds content, a desired field's value or validator
 //! output: ids, actions, outcome words and hashes only, so a sensitive
