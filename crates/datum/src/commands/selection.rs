@@ -169,7 +169,7 @@ impl Selection {
         self.only.as_ref()?;
         Some(match mode {
             Mode::Plan => "Note: this plan is partial: it does not show what the rest of the catalogue would change. Run `datum plan` without --target/--class to see everything.".to_owned(),
-            Mode::Apply => "Note: this apply was partial: the rest of the catalogue was not applied, and a service outside the selection keeps any reload owed until it is applied. Run `datum apply` without --target/--class to converge the host.".to_owned(),
+            Mode::Apply => "Note: this apply was partial: the rest of the catalogue was not applied. A service outside the selection that a change notified was reloaded (or restarted) and is listed above, or, not as declared, quarantined or blocked, was left alone with its reload owed (see the warnings). Run `datum apply` without --target/--class to converge the host.".to_owned(),
         })
     }
 
@@ -269,6 +269,21 @@ mod tests {
         assert_eq!(
             s.banner(Mode::Apply).unwrap(),
             "Partial apply (--class critical): 2 of 3 resources, 1 of them required from other classes (checked, never changed); the other 1 are not applied."
+        );
+    }
+
+    /// The apply's footer says what became of a service outside the
+    /// selection that a change notified: since 077237f it is reloaded when
+    /// it may be, and the footer said it kept its reload owed.
+    #[test]
+    fn a_partial_applys_footer_says_an_outside_service_was_reloaded_or_left_owed() {
+        let s = Selection::resolve(&catalogue(), &args(&["File/motd"], None)).unwrap();
+        let footer = s.footer(Mode::Apply).unwrap();
+        assert!(!footer.contains("keeps any reload owed"), "{footer}");
+        assert!(
+            footer.contains("was reloaded (or restarted) and is listed above")
+                && footer.contains("left alone with its reload owed (see the warnings)"),
+            "{footer}"
         );
     }
 
