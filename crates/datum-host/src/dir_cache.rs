@@ -1,7 +1,7 @@
 //! The folders a pass has opened, by declared path: the [`crate::Host`]'s
 //! cache, so that a File next to one reached before costs one `fstatat`.
 //!
-//! Bounded: at most [`DirCache::most`] folders are kept open (a quarter of
+//! Bounded: at most `with_most`'s number of folders are kept open (a quarter of
 //! the soft limit of open files less a reserve, between 16 and 4,096:
 //! [`crate::descriptors::Budget`]), the least
 //! recently used let go past that (its handle closed once nothing else holds
@@ -68,7 +68,7 @@ impl DirCache {
     }
 
     /// Keeps `dir`, opened at `declared`; the least recently used folder is
-    /// let go when there are more than [`DirCache::most`].
+    /// let go when there are more than the cache was made for.
     pub(crate) fn insert(&mut self, declared: &Path, dir: &Dir) {
         self.open.insert(declared.to_path_buf(), dir.clone());
     }
