@@ -524,6 +524,28 @@ pub fn after_writing(host: &Host, written: &[PathBuf]) {
     }
 }
 
+/// What User and Group watch of other resources' writes (one value for
+/// both, [`crate::Capabilities::watches_writes`]): the account files they
+/// read (parsed once a pass, and the owners entry kinds resolve from them)
+/// are read again after any resource writes one of them or a folder above
+/// one ([`after_writing`]), and no later resource is staged ahead of such a
+/// writer, whose owner would be resolved from the old files
+/// ([`reaches_account_files`]).
+pub struct AccountFilesWatch;
+
+/// The one [`AccountFilesWatch`].
+pub static WATCH: AccountFilesWatch = AccountFilesWatch;
+
+impl crate::WatchesWrites for AccountFilesWatch {
+    fn after_writing(&self, host: &Host, written: &[PathBuf]) {
+        after_writing(host, written);
+    }
+
+    fn changes_what_staging_reads(&self, boundary: &Boundary, written: &[PathBuf]) -> bool {
+        reaches_account_files(boundary, written)
+    }
+}
+
 /// The names of the Groups declared present in this pass (noted as each
 /// is observed, before any resource acts: see [`declared_group`]).
 #[derive(Default)]

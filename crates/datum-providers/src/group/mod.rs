@@ -620,7 +620,7 @@ impl Kind for GroupProvider {
 
 impl Capabilities for GroupProvider {
     fn watches_writes(&self) -> Option<&dyn crate::WatchesWrites> {
-        Some(self)
+        Some(&account_files::WATCH)
     }
 
     fn ordering(&self) -> Option<&dyn OrdersOthers> {
@@ -702,25 +702,6 @@ pub fn diff(d: &GroupDesired, observed: &Observed) -> Diff {
         }
     }
     out
-}
-
-/// The account files Group reads (parsed once a pass, and the owners
-/// entry kinds resolve from them) are read again after any resource
-/// writes one of them or a folder above one, and no later resource is
-/// staged ahead of such a writer (its owner would be resolved from the old
-/// files): [`account_files::after_writing`].
-impl crate::WatchesWrites for GroupProvider {
-    fn after_writing(&self, host: &Host, written: &[std::path::PathBuf]) {
-        account_files::after_writing(host, written);
-    }
-
-    fn changes_what_staging_reads(
-        &self,
-        boundary: &datum_host::Boundary,
-        written: &[std::path::PathBuf],
-    ) -> bool {
-        account_files::reaches_account_files(boundary, written)
-    }
 }
 
 #[cfg(test)]
