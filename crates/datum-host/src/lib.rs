@@ -49,6 +49,7 @@ pub mod repo;
 pub mod sandbox;
 pub mod staging;
 pub mod tree_scan;
+pub mod way;
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -39,6 +39,41 @@ pub struct Located {
     path: PathBuf,
 }
 
+/// Removes everything in the folder `dir` (see [`Located::remove_all`]),
+/// holding at most `most` folders open.
+fn remove_below(dir: Dir, most: usize) -> Result<(), HostError> {
+    let mut way = crate::way::Way::new(dir, most)?;
+    // The entries still to remove of each folder on the way.
+    let mut lists = vec![way.here()?.list()?.into_iter()];
+    while let Some(list) = lists.last_mut() {
+        let Some((name, _)) = list.next() else {
+            // This folder is empty now: removed from the one above.
+            lists.pop();
+            let Some(name) = way.leave() else {
+                break;
+            };
+            way.here()?.entry(&name).remove_dir()?;
+            continue;
+        };
+        let here = way.here()?;
+        let entry = here.entry(&name);
+        match entry.lstat()? {
+            None => {}
+            Some(stat) if stat.kind == fs::FileKind::Directory => {
+                match here.open_child_dir(&name)? {
+                    Some(sub) => {
+                        lists.push(sub.list()?.into_iter());
+                        way.enter(&name, sub)?;
+                    }
+                    None => entry.remove_dir()?,
+                }
+            }
+            Some(_) => entry.remove_file()?,
+        }
+    }
+    Ok(())
+}
+
 fn uid(raw: Option<u32>) -> Option<rustix::fs::Uid> {
     raw.map(rustix::fs::Uid::from_raw)
 }
@@ -200,20 +235,24 @@ impl Located {
     }
 
     /// Removes the entry and, for a directory, everything in it, relative to
-    /// handles all the way down (links are removed, never followed).
+    /// handles all the way down (links are removed, never followed), each
+    /// folder's entries before the folder. The folders below are walked
+    /// depth first from a stack kept here, not by a call per level (a local
+    /// user's chain of folders 3,000 deep in a purged Tree overflowed the
+    /// stack and aborted the pass), holding at most a Tree walk's share of
+    /// descriptors ([`crate::descriptors::Budget::walk`]): a folder let go
+    /// is opened again from the nearest one open above it ([`crate::way`]).
     pub fn remove_all(&self) -> Result<(), HostError> {
         match self.lstat()? {
-            None => Ok(()),
-            Some(stat) if stat.kind == fs::FileKind::Directory => {
-                if let Some(dir) = self.parent.open_child_dir(&self.name)? {
-                    for (name, _) in dir.list()? {
-                        dir.entry(&name).remove_all()?;
-                    }
-                }
-                self.remove_dir()
-            }
-            Some(_) => self.remove_file(),
+            None => return Ok(()),
+            Some(stat) if stat.kind == fs::FileKind::Directory => {}
+            Some(_) => return self.remove_file(),
         }
+        if let Some(dir) = self.parent.open_child_dir(&self.name)? {
+            let most = crate::descriptors::Budget::of_this_process().walk;
+            remove_below(dir, most)?;
+        }
+        self.remove_dir()
     }
 
     /// Creates this directory (not its parents: the parent is open already)
@@ -420,5 +459,81 @@ impl Located {
     /// Stages a symlink to replace this entry atomically.
     pub fn stage_symlink(&self, points_to: &Path) -> Result<StagedSymlink, HostError> {
         StagedSymlink::create(self, points_to)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chain of `depth` folders `d` under `top`, made one level at a time
+    /// from the folder above (a path that long could not be named); at the
+    /// bottom a file, and a link to `outside`. Each level also holds a file
+    /// `e` and a folder `f` with a file, so a folder is come back to with
+    /// entries still to remove.
+    fn chain(top: &Dir, depth: usize, outside: &Path) {
+        let mut here = top.clone();
+        for _ in 0..depth {
+            here.entry(OsStr::new("d"))
+                .create_dir(0o755, None, None)
+                .unwrap();
+            here.entry(OsStr::new("f"))
+                .create_dir(0o755, None, None)
+                .unwrap();
+            let f = here.open_child_dir(OsStr::new("f")).unwrap().unwrap();
+            rustix::fs::openat(
+                f.fd(),
+                "x",
+                OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o644),
+            )
+            .unwrap();
+            rustix::fs::openat(
+                here.fd(),
+                "e",
+                OFlags::CREATE | OFlags::WRONLY | OFlags::CLOEXEC,
+                Mode::from_raw_mode(0o644),
+            )
+            .unwrap();
+            here = here.open_child_dir(OsStr::new("d")).unwrap().unwrap();
+        }
+        rustix::fs::symlinkat(outside, here.fd(), "link").unwrap();
+    }
+
+    /// A chain of folders far deeper than a thread's stack allows a call per
+    /// level (3,000, as a local user may make in a purged Tree) is removed
+    /// on a 256 KiB thread, with the walk's share of descriptors and with
+    /// only 3 folders held (each folder come back to opened again from the
+    /// nearest one held); the link at the bottom is removed, not followed.
+    #[test]
+    fn a_chain_of_folders_deeper_than_the_stack_allows_calls_is_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tmp.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("kept"), b"kept").unwrap();
+        let top = Dir::open_path(tmp.path()).unwrap();
+        for (name, depth, most) in [("deep", 3000, None), ("held", 300, Some(3))] {
+            top.entry(OsStr::new(name))
+                .create_dir(0o755, None, None)
+                .unwrap();
+            let sub = top.open_child_dir(OsStr::new(name)).unwrap().unwrap();
+            chain(&sub, depth, &outside);
+            let entry = top.entry(OsStr::new(name));
+            std::thread::Builder::new()
+                .stack_size(256 * 1024)
+                .spawn(move || match most {
+                    None => entry.remove_all(),
+                    Some(most) => {
+                        remove_below(sub, most)?;
+                        entry.remove_dir()
+                    }
+                })
+                .unwrap()
+                .join()
+                .unwrap()
+                .unwrap();
+            assert!(!tmp.path().join(name).exists(), "{name}");
+        }
+        assert_eq!(std::fs::read(outside.join("kept")).unwrap(), b"kept");
     }
 }
