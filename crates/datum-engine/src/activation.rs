@@ -25,13 +25,9 @@ use crate::report::{ResourceReport, Withheld, WithheldReason};
 
 /// The kind name of a group validator's pseudo-resource
 /// (`ValidationGroup[nginx]`): the engine's own, never a provider's (it was
-/// `Group` before the Group kind existed, which state stores may still hold).
+/// `Group` before the Group kind existed; the state store's schema version
+/// 15 renamed the owed revalidations older stores held under that name).
 pub const GROUP_KIND: &str = "ValidationGroup";
-
-/// What state stores written before the rename call a failing group's owed
-/// revalidation; read (and cleared) as a group's, since no Group resource
-/// ever owes an activation.
-const LEGACY_GROUP_KIND: &str = "Group";
 
 /// A resource others notify (one whose kind has the activation capability).
 #[derive(Clone)]
@@ -614,7 +610,7 @@ impl Notifications {
             .and_then(|s| s.owed_reloads().ok())
             .unwrap_or_default()
             .into_iter()
-            .filter(|o| o.service.kind == GROUP_KIND || o.service.kind == LEGACY_GROUP_KIND)
+            .filter(|o| o.service.kind == GROUP_KIND)
             .map(|o| o.service.name)
             .collect();
         for resource in &catalogue.resources {
@@ -656,7 +652,6 @@ impl Notifications {
                     }
                     Ok(()) => {
                         let _ = store.clear_reload(&id);
-                        let _ = store.clear_reload(&ResourceId::new(LEGACY_GROUP_KIND, *name));
                     }
                 }
             }

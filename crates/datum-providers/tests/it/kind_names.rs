@@ -13,17 +13,16 @@
 
 use std::path::{Path, PathBuf};
 
-/// Files that still compare kind names, and why they may for now (check,
-/// the agent and their findings ask capabilities: `owns_subtree`, `paths`,
-/// `extra_findings`). A file listed here that no longer compares a kind
-/// name fails the test, so the list only shrinks.
+/// Files that still compare kind names, and why they may for now (none
+/// today). A file listed here that no longer compares a kind name fails the
+/// test, so the list only shrinks; a new entry needs a reason beside it and
+/// the change that will remove it.
 ///
-/// - `datum-engine/src/activation.rs`: `LEGACY_GROUP_KIND` (`"Group"`) reads
-///   and clears the owed revalidations that state stores written before
-///   group validators became `ValidationGroup[NAME]` (ffdd91f) hold as
-///   `Group[NAME]`; no Group resource owes an activation, so nothing is
-///   decided by the kind. It goes once a store migration renames those rows.
-const PENDING: &[&str] = &["crates/datum-engine/src/activation.rs"];
+/// The last entry, `datum-engine/src/activation.rs` (`LEGACY_GROUP_KIND`,
+/// owed revalidations stored as `Group[NAME]` before group validators
+/// became `ValidationGroup[NAME]`), went when the state store's schema
+/// version 15 renamed those rows.
+const PENDING: &[&str] = &[];
 
 /// The workspace's top folder (two up from this crate's manifest).
 fn workspace() -> PathBuf {

@@ -14,7 +14,9 @@ const APPLICATION_ID: i32 = 0x4474_6d53;
 
 pub(crate) const SCHEMA: Schema = Schema {
     application_id: APPLICATION_ID,
-    migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14],
+    migrations: &[
+        V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14, V15,
+    ],
 };
 
 /// Version 1: everything issues 2, 3 and 5 need.
@@ -333,6 +335,36 @@ const V14: &str = "
 ALTER TABLE store_identity ADD COLUMN digest_key_check TEXT;
 ";
 
+/// Version 15: a group validator's owed revalidation under the engine's
+/// name for it, `ValidationGroup[NAME]` (`datum_engine::GROUP_KIND`), where
+/// stores written before ffdd91f hold it as `Group[NAME]`, which is now the
+/// Group kind's (Unix groups): read as is, such a row would be an activation
+/// a declared Group owes (no kind but Service owes one). Only `owed` rows
+/// move: a Group resource's other rows (verified, accepted, failures,
+/// writers, reverts, quarantine) are its own and stay.
+///
+/// The kind names are literal on purpose: they are the data as older
+/// Datums wrote it, fixed like every shipped migration, not a comparison
+/// the code makes with a kind (so not the engine's constant, whose value
+/// a later rename would change under this history).
+///
+/// A store that holds both names for one group (it failed again under the
+/// new name before it passed) keeps one debt: the new row, with the older
+/// `since`; the old row's reasons are the same words ("failed
+/// validation").
+const V15: &str = "
+UPDATE owed SET since = min(since, (SELECT old.since FROM owed AS old
+                                     WHERE old.kind = 'Group' AND old.name = owed.name))
+    WHERE kind = 'ValidationGroup'
+      AND EXISTS (SELECT 1 FROM owed AS old WHERE old.kind = 'Group' AND old.name = owed.name);
+DELETE FROM owed
+    WHERE kind = 'Group'
+      AND EXISTS (SELECT 1 FROM owed AS new
+                  WHERE new.kind = 'ValidationGroup' AND new.name = owed.name);
+UPDATE owed SET kind = 'ValidationGroup', service = 'ValidationGroup[' || name || ']'
+    WHERE kind = 'Group';
+";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,6 +553,134 @@ mod tests {
             (service.declaration_hash.as_str(), service.meta),
             ("h3", None)
         );
+    }
+
+    /// Every row of `table` in the database at `path`, as text, sorted.
+    fn rows(path: &std::path::Path, table: &str, columns: &str) -> Vec<String> {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        let mut stmt = conn
+            .prepare(&format!("SELECT {columns} FROM {table} ORDER BY {columns}"))
+            .unwrap();
+        let n = stmt.column_count();
+        stmt.query_map([], |r| {
+            (0..n)
+                .map(|i| {
+                    r.get::<_, rusqlite::types::Value>(i)
+                        .map(|v| format!("{v:?}"))
+                })
+                .collect::<rusqlite::Result<Vec<_>>>()
+                .map(|v| v.join(" "))
+        })
+        .unwrap()
+        .collect::<rusqlite::Result<Vec<_>>>()
+        .unwrap()
+    }
+
+    /// A group validator's revalidation owed under its name before
+    /// ffdd91f (`Group[nginx]`) is owed by `ValidationGroup[nginx]` after
+    /// the upgrade; a declared Group's own rows (same kind name) and a
+    /// service's debt are left as they were.
+    #[test]
+    fn version_14_owed_group_revalidations_move_to_validation_group() {
+        use crate::OwedAction;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let v14 = Schema {
+            application_id: APPLICATION_ID,
+            migrations: &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10, V11, V12, V13, V14],
+        };
+        let others = [
+            ("verified", "kind, name, declaration_hash, verified_at"),
+            ("apply_failures", "resource, kind, name, phase, reason"),
+            ("accepted", "resource, kind, name, observation_hash"),
+            ("quarantine", "target, reason, source"),
+            ("reverts", "resource, at"),
+            ("writers", "resource, writer_key"),
+        ];
+        let before;
+        {
+            let dir = crate::db::private_dir(path.parent().unwrap()).unwrap();
+            let conn = crate::db::open(&dir, "state.db", &v14).unwrap();
+            conn.execute_batch(
+                "INSERT INTO owed (service, kind, name, action, reasons, since) VALUES \
+                 ('Group[nginx]', 'Group', 'nginx', 'reload', '[\"failed validation\"]', 5), \
+                 ('Group[both]', 'Group', 'both', 'reload', '[\"failed validation\"]', 3), \
+                 ('ValidationGroup[both]', 'ValidationGroup', 'both', 'reload', \
+                  '[\"failed validation\"]', 8), \
+                 ('Service[nginx]', 'Service', 'nginx', 'restart', '[\"File[unit] changed\"]', 4); \
+                 INSERT INTO verified (kind, name, declaration_hash, verified_at) VALUES \
+                 ('Group', 'nginx', 'h1', 5), ('Group', 'ops', 'h2', 6); \
+                 INSERT INTO apply_failures (resource, kind, name, declaration_hash, phase, \
+                  reason, failed_at) VALUES ('Group[ops]', 'Group', 'ops', 'h', 'apply', 'x', 1); \
+                 INSERT INTO accepted (resource, kind, name, declaration_hash, \
+                  observation_hash, accepted_at) VALUES ('Group[nginx]', 'Group', 'nginx', 'd', 'o', 2); \
+                 INSERT INTO quarantine (target, reason, source, since) VALUES \
+                  ('Group[nginx]', 'hands off', 'person', 3); \
+                 INSERT INTO reverts (resource, at) VALUES ('Group[nginx]', 4); \
+                 INSERT INTO writers (resource, writer_key, at, writer) VALUES \
+                  ('Group[nginx]', 'k', 5, '{}');",
+            )
+            .unwrap();
+            drop(conn);
+            before = others.map(|(table, columns)| rows(&path, table, columns));
+        }
+        let store = crate::Store::open(&path).unwrap();
+        let owed: Vec<(String, OwedAction, i64)> = store
+            .owed_reloads()
+            .unwrap()
+            .into_iter()
+            .map(|o| (o.service.to_string(), o.action, o.since))
+            .collect();
+        assert_eq!(
+            owed,
+            [
+                // Both names for one group: one debt, the older since.
+                ("ValidationGroup[both]".to_owned(), OwedAction::Reload, 3),
+                ("Service[nginx]".to_owned(), OwedAction::Restart, 4),
+                ("ValidationGroup[nginx]".to_owned(), OwedAction::Reload, 5),
+            ]
+        );
+        let nginx = store
+            .owed_reload(&ResourceId::new("ValidationGroup", "nginx"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(nginx.reasons, ["failed validation"]);
+        assert_eq!(
+            store
+                .owed_reload(&ResourceId::new("Group", "nginx"))
+                .unwrap(),
+            None
+        );
+        drop(store);
+        let after = others.map(|(table, columns)| rows(&path, table, columns));
+        assert_eq!(after, before, "a Group resource's own rows are untouched");
+        assert!(after.iter().all(|t| !t.is_empty()));
+    }
+
+    /// A store a newer Datum wrote (a schema version past this one's) is
+    /// refused, not migrated down or used, and left as it is.
+    #[test]
+    fn a_store_newer_than_this_schema_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        drop(crate::Store::open(&path).unwrap());
+        let newer = SCHEMA.migrations.len() + 1;
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch(&format!("PRAGMA user_version = {newer}"))
+            .unwrap();
+        let Err(crate::StoreError::Unusable { reason, .. }) = crate::Store::open(&path) else {
+            panic!("a newer store was opened");
+        };
+        assert!(
+            reason.contains(&format!("schema version {newer} is newer")),
+            "{reason}"
+        );
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let version: usize = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, newer);
     }
 
     #[test]
