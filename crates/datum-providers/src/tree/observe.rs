@@ -287,16 +287,50 @@ pub(super) fn scan_and_compare(
 
 /// Whether the host folder `dir` (at `rel` in the tree) holds an excluded
 /// entry, at any depth; every folder that does is added to `kept`. Links
-/// are never followed.
+/// are never followed. The folders below `dir` are walked depth first from
+/// a stack kept here, not by a call per level (a local user's chain of
+/// folders 3,000 deep overflowed the stack and aborted the pass), holding
+/// at most a walk's share of descriptors
+/// ([`datum_host::descriptors::Budget::walk`], see [`datum_host::way`]).
 pub(super) fn holds_excluded(
     dir: &Dir,
     rel: &Path,
     exclusions: &Exclusions,
     kept: &mut std::collections::HashSet<PathBuf>,
 ) -> Result<bool, ProviderError> {
-    let mut holds = false;
-    for (name, kind) in dir.list()? {
-        let child = rel.join(&name);
+    /// A folder being looked into: its entries not looked at yet, and
+    /// whether one of those looked at is or holds an excluded entry.
+    struct Open {
+        entries: std::vec::IntoIter<(std::ffi::OsString, FileKind)>,
+        holds: bool,
+    }
+    let mut way = datum_host::way::Way::new(
+        dir.clone(),
+        datum_host::descriptors::Budget::of_this_process().walk,
+    )?;
+    let mut path = rel.to_path_buf();
+    let mut stack = vec![Open {
+        entries: dir.list()?.into_iter(),
+        holds: false,
+    }];
+    while let Some(top) = stack.last_mut() {
+        let Some((name, kind)) = top.entries.next() else {
+            let holds = top.holds;
+            if holds {
+                kept.insert(path.clone());
+            }
+            stack.pop();
+            match stack.last_mut() {
+                None => return Ok(holds),
+                Some(parent) => {
+                    parent.holds |= holds;
+                    // Back in the folder above.
+                    way.leave();
+                    path.pop();
+                }
+            }
+            continue;
+        };
         let is_dir = kind == FileKind::Directory;
         // A killed pass's staging folder is litter, not something excluded
         // to keep: it goes with its folder (else it would hold that folder
@@ -308,19 +342,23 @@ pub(super) fn holds_excluded(
         {
             continue;
         }
-        if exclusions.is_excluded(&child, is_dir) {
-            holds = true;
-        } else if is_dir
-            && let Some(sub) = dir.open_child_dir(&name)?
-            && holds_excluded(&sub, &child, exclusions, kept)?
-        {
-            holds = true;
+        path.push(&name);
+        if exclusions.is_excluded(&path, is_dir) {
+            top.holds = true;
+        } else if is_dir && let Some(sub) = way.here()?.open_child_dir(&name)? {
+            // Looked into next; its name stays on `path` until it is done.
+            let entries = sub.list()?.into_iter();
+            way.enter(&name, sub)?;
+            stack.push(Open {
+                entries,
+                holds: false,
+            });
+            continue;
         }
+        path.pop();
     }
-    if holds {
-        kept.insert(rel.to_path_buf());
-    }
-    Ok(holds)
+    // The stack is left only by returning from the first folder.
+    Ok(false)
 }
 
 pub(super) fn bytes_path(bytes: &[u8]) -> &Path {
@@ -503,7 +541,7 @@ pub(super) fn change(path: &str, before: Option<&str>, after: &str) -> FieldChan
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::tree::archive;
 
@@ -589,5 +627,59 @@ mod tests {
         let diff = entry_content_diff(&host, &d, Path::new("a")).unwrap();
         assert!(!diff.contains("written after"), "{diff}");
         assert_eq!(diff, datum_core::diff::unread_note("/etc/t/a"));
+    }
+
+    /// A chain of `depth` folders `d` below `top`, made one level at a time
+    /// from the folder above (a path that long could not be named); the
+    /// deepest is returned.
+    pub(in crate::tree) fn chain(top: &Dir, depth: usize) -> Dir {
+        let mut here = top.clone();
+        for _ in 0..depth {
+            let d = std::ffi::OsStr::new("d");
+            here.entry(d).create_dir(0o755, None, None).unwrap();
+            here = here.open_child_dir(d).unwrap().unwrap();
+        }
+        here
+    }
+
+    /// A chain of folders far deeper than a thread's stack allows a call per
+    /// level (3,000, as a local user may make below an unmanaged folder),
+    /// with an excluded entry at the bottom, is looked into on a 256 KiB
+    /// thread: every folder of it is kept, and a folder beside it holding
+    /// nothing excluded is not.
+    #[test]
+    fn a_chain_of_folders_deeper_than_the_stack_allows_calls_is_looked_into() {
+        const DEPTH: usize = 3000;
+        let tmp = tempfile::tempdir().unwrap();
+        let top = Dir::open_path(tmp.path()).unwrap();
+        let bottom = chain(&top, DEPTH);
+        bottom
+            .entry(std::ffi::OsStr::new("x.log"))
+            .create_dir(0o755, None, None)
+            .unwrap();
+        chain(&top.open_child_dir("d".as_ref()).unwrap().unwrap(), 0)
+            .entry("s".as_ref())
+            .create_dir(0o755, None, None)
+            .unwrap();
+        let (holds, kept) = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let exclusions = Exclusions::new(["*.log"]).unwrap();
+                let mut kept = std::collections::HashSet::new();
+                let holds = holds_excluded(&top, Path::new("u"), &exclusions, &mut kept).unwrap();
+                (holds, kept)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(holds);
+        assert_eq!(kept.len(), DEPTH + 1);
+        let mut way = PathBuf::from("u");
+        for _ in 0..DEPTH {
+            assert!(kept.contains(&way), "{}", way.display());
+            way.push("d");
+        }
+        assert!(kept.contains(&way));
+        assert!(!kept.contains(Path::new("u/d/s")));
     }
 }
