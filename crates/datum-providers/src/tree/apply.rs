@@ -178,7 +178,14 @@ impl Walk {
 /// observation). Found by listing folders, without following a link and
 /// without reading any file: the purge needs names, not content (before,
 /// it scanned and hashed the whole tree again, every file's bytes, at the
-/// end of each apply that changed it).
+/// end of each apply that changed it). The folders looked into are walked
+/// depth first from a stack kept here, not by a call per level (a local
+/// user's chain of folders 3,000 deep holding an excluded entry overflowed
+/// the stack and aborted the pass), holding at most a walk's share of
+/// descriptors ([`datum_host::way`]). An undeclared folder is looked into
+/// by `holds_excluded` once: the folders it finds holding an excluded
+/// entry are remembered, so the folders inside it are not looked into
+/// again at each level (a chain of them was read once per folder above it).
 fn unmanaged(
     dir: &Dir,
     rel: &Path,
@@ -187,10 +194,39 @@ fn unmanaged(
     found: &mut Vec<std::path::PathBuf>,
 ) -> Result<(), ProviderError> {
     use std::os::unix::ffi::OsStrExt as _;
-    for (name, kind) in dir.list()? {
-        let child = rel.join(&name);
+    /// A folder being listed: its entries not looked at yet, and whether
+    /// it is an undeclared folder kept for the excluded entries it holds
+    /// (`holds_excluded` has then looked into everything below it).
+    struct Open {
+        entries: std::vec::IntoIter<(std::ffi::OsString, FileKind)>,
+        kept: bool,
+    }
+    let mut way = datum_host::way::Way::new(
+        dir.clone(),
+        datum_host::descriptors::Budget::of_this_process().walk,
+    )?;
+    // The undeclared folders found holding an excluded entry.
+    let mut kept = std::collections::HashSet::new();
+    let mut path = rel.to_path_buf();
+    let mut stack = vec![Open {
+        entries: dir.list()?.into_iter(),
+        kept: false,
+    }];
+    while let Some(top) = stack.last_mut() {
+        let Some((name, kind)) = top.entries.next() else {
+            stack.pop();
+            if !stack.is_empty() {
+                // Back in the folder above.
+                way.leave();
+                path.pop();
+            }
+            continue;
+        };
+        path.push(&name);
+        let child = &path;
         let is_dir = kind == FileKind::Directory;
-        if exclusions.is_excluded(&child, is_dir) {
+        if exclusions.is_excluded(child, is_dir) {
+            path.pop();
             continue;
         }
         // A declared entry its rules exclude is not declared (the
@@ -198,28 +234,43 @@ fn unmanaged(
         let declared = d
             .entries
             .get(child.as_os_str().as_bytes())
-            .filter(|e| !exclusions.is_excluded(&child, matches!(e, EntryRef::Dir)));
+            .filter(|e| !exclusions.is_excluded(child, matches!(e, EntryRef::Dir)));
+        // Whether to look into it, and whether it is kept.
         let look_into = match declared {
-            Some(EntryRef::Dir) => is_dir,
+            Some(EntryRef::Dir) => is_dir.then_some(false),
             // Declared, of its kind or not: the walk made it what it is.
-            Some(_) => false,
+            Some(_) => None,
             None => {
+                // `holds_excluded` passes over staging litter: such a
+                // folder is looked into on its own.
+                let litter = name
+                    .as_encoded_bytes()
+                    .starts_with(datum_host::staging::STAGE_PREFIX.as_bytes());
                 let keeps = is_dir
-                    && match dir.open_child_dir(&name)? {
-                        Some(sub) => {
-                            holds_excluded(&sub, &child, exclusions, &mut Default::default())?
+                    && if top.kept && !litter {
+                        kept.contains(child)
+                    } else {
+                        match way.here()?.open_child_dir(&name)? {
+                            Some(sub) => holds_excluded(&sub, child, exclusions, &mut kept)?,
+                            None => false,
                         }
-                        None => false,
                     };
                 if !keeps {
                     found.push(child.clone());
                 }
-                keeps
+                keeps.then_some(true)
             }
         };
-        if look_into && let Some(sub) = dir.open_child_dir(&name)? {
-            unmanaged(&sub, &child, d, exclusions, found)?;
+        if let Some(kept) = look_into
+            && let Some(sub) = way.here()?.open_child_dir(&name)?
+        {
+            // Listed next; its name stays on `path` until it is done.
+            let entries = sub.list()?.into_iter();
+            way.enter(&name, sub)?;
+            stack.push(Open { entries, kept });
+            continue;
         }
+        path.pop();
     }
     Ok(())
 }
@@ -623,6 +674,54 @@ mod tests {
             ]
         );
         assert_eq!(shown(&listed), shown(&compared));
+    }
+
+    /// A chain of undeclared folders far deeper than a thread's stack allows
+    /// a call per level (3,000, as a local user may make in a purged Tree),
+    /// with an excluded entry at the bottom, is listed on a 256 KiB thread:
+    /// the chain is kept, and only the stray beside the excluded entry is
+    /// unmanaged.
+    #[test]
+    fn a_chain_of_folders_deeper_than_the_stack_allows_calls_is_listed() {
+        const DEPTH: usize = 3000;
+        let repo = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        write_all(&repo.path().join("t"), &[("a/x", "x")]);
+        let d = tree_of(
+            &repo.path().join("t"),
+            serde_json::json!({"path": "/t", "source": "t", "purge": true, "exclude": ["*.local"]}),
+        );
+        write_all(&root.path().join("t"), &[("a/x", "x"), ("u/", "")]);
+        let host = Host::with_name(root.path(), "test-host");
+        let dir = host
+            .locate(Path::new("/t"))
+            .unwrap()
+            .open_dir()
+            .unwrap()
+            .unwrap();
+        let u = dir.open_child_dir("u".as_ref()).unwrap().unwrap();
+        let bottom = super::super::observe::tests::chain(&u, DEPTH);
+        for name in ["keep.local", "stray"] {
+            bottom
+                .entry(name.as_ref())
+                .create_dir(0o755, None, None)
+                .unwrap();
+        }
+        let exclusions = d.exclusions_in(&host, &dir).unwrap();
+        let listed = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let mut listed = Vec::new();
+                unmanaged(&dir, Path::new(""), &d, &exclusions, &mut listed).unwrap();
+                listed
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let mut stray = std::path::PathBuf::from("u");
+        stray.extend(std::iter::repeat_n("d", DEPTH));
+        stray.push("stray");
+        assert_eq!(listed, [stray]);
     }
 
     #[test]
