@@ -424,33 +424,78 @@ impl<'a> Walker<'a> {
     /// A host entry named `name` in `folder` that nothing declares:
     /// unmanaged, unless it is a folder kept for the excluded entries it
     /// holds; then what it holds is looked at, and its hash (as on the host,
-    /// less its unmanaged entries) is returned.
+    /// less its unmanaged entries) is returned. The kept folders below it
+    /// are walked depth first from a stack kept here, not by a call per
+    /// level (a local user's chain of folders thousands deep holding an
+    /// excluded entry overflowed the stack and aborted the check).
     fn unmanaged(
         &mut self,
         folder: &Path,
         name: &'a [u8],
         observed: &'a FingerprintedNode,
     ) -> Option<Digest> {
-        let path = folder.join(bytes_path(name));
-        if observed.entry.kind() == EntryKind::Directory
-            && self.kept.is_some_and(|k| k.contains(&path))
-        {
-            let mut hashes: Vec<(&'a [u8], Digest)> = Vec::new();
-            for (n, o) in &observed.children {
-                if let Some(hash) = self.unmanaged(&path, n, o) {
-                    hashes.push((n, hash));
+        /// A kept folder being looked at: its own entry and name, its
+        /// entries not looked at yet, and the hashes of those kept so far.
+        struct Kept<'a> {
+            name: &'a [u8],
+            entry: &'a Entry,
+            entries: std::collections::btree_map::Iter<'a, Vec<u8>, FingerprintedNode>,
+            hashes: Vec<(&'a [u8], Digest)>,
+        }
+        let mut path = folder.join(bytes_path(name));
+        if !self.is_kept(&path, observed) {
+            self.found
+                .push((TreeDifference::Unmanaged { path }, Vec::new()));
+            return None;
+        }
+        let mut stack = vec![Kept {
+            name,
+            entry: &observed.entry,
+            entries: observed.children.iter(),
+            hashes: Vec::new(),
+        }];
+        while let Some(top) = stack.last_mut() {
+            if let Some((n, o)) = top.entries.next() {
+                path.push(bytes_path(n));
+                if self.is_kept(&path, o) {
+                    // Looked at next; its name stays on `path` until it is done.
+                    stack.push(Kept {
+                        name: n,
+                        entry: &o.entry,
+                        entries: o.children.iter(),
+                        hashes: Vec::new(),
+                    });
+                } else {
+                    self.found
+                        .push((TreeDifference::Unmanaged { path: path.clone() }, Vec::new()));
+                    path.pop();
+                }
+                continue;
+            }
+            let hash = dir_hash(
+                Algorithm::Native,
+                top.entry,
+                top.hashes.len(),
+                top.hashes.iter().map(|(n, h)| (*n, h)),
+            );
+            let name = top.name;
+            stack.pop();
+            match stack.last_mut() {
+                None => return Some(hash),
+                Some(parent) => {
+                    path.pop();
+                    parent.hashes.push((name, hash));
                 }
             }
-            return Some(dir_hash(
-                Algorithm::Native,
-                &observed.entry,
-                hashes.len(),
-                hashes.iter().map(|(n, h)| (*n, h)),
-            ));
         }
-        self.found
-            .push((TreeDifference::Unmanaged { path }, Vec::new()));
+        // The stack is left only by returning the first folder's hash.
         None
+    }
+
+    /// Whether the host entry `observed` at `path` is a folder kept for the
+    /// excluded entries it holds.
+    fn is_kept(&self, path: &Path, observed: &FingerprintedNode) -> bool {
+        observed.entry.kind() == EntryKind::Directory && self.kept.is_some_and(|k| k.contains(path))
     }
 }
 
@@ -873,5 +918,83 @@ mod tests {
         .unwrap();
         assert!(found.is_empty(), "{:?}", shown(&found));
         assert_eq!(root, host(false).root_hash());
+    }
+
+    /// A chain of undeclared folders far deeper than a scan worker's stack
+    /// allows a call per level, each kept for the excluded entry at its
+    /// bottom, is compared on a 256 KiB thread: only the stray beside that
+    /// entry is unmanaged; without it, the tree is proved by its root hash.
+    /// The trees are built and dropped on a thread with room for their own
+    /// recursion.
+    #[test]
+    fn a_chain_of_kept_folders_deeper_than_the_stack_allows_calls_is_compared() {
+        const DEPTH: usize = 3000;
+        let mut map = DeclaredEntries::new();
+        map.insert(
+            b"a".to_vec(),
+            DeclaredEntry::File {
+                blake3: Algorithm::Native.hash_content(b"x").digest.0,
+                size: 1,
+            },
+        );
+        let tree = archive::decode(archive::encode(Path::new("/r"), &map).into()).unwrap();
+        let host = |stray: bool| {
+            let mut node = Node::dir(0o755, 0, 0);
+            if stray {
+                let _ = node.insert(
+                    "u",
+                    Node::file_with_bytes(Algorithm::Native, 0o644, 0, 0, b"u"),
+                );
+            }
+            for _ in 0..DEPTH {
+                let mut up = Node::dir(0o755, 0, 0);
+                let _ = up.insert("d", node);
+                node = up;
+            }
+            let mut root = Node::dir(0o755, 0, 0);
+            let _ = root.insert(
+                "a",
+                Node::file_with_bytes(Algorithm::Native, 0o644, 0, 0, b"x"),
+            );
+            let _ = root.insert("p", node);
+            fingerprint_tree(root, Algorithm::Native).unwrap()
+        };
+        let mut kept = HashSet::new();
+        let mut at = PathBuf::from("p");
+        for _ in 0..DEPTH {
+            at.push("d");
+            kept.insert(at.clone());
+        }
+        kept.insert(PathBuf::from("p"));
+        let stray = at.join("u");
+        let big = || std::thread::Builder::new().stack_size(256 << 20);
+        let hosts = big()
+            .spawn(move || [host(true), host(false)])
+            .unwrap()
+            .join()
+            .unwrap();
+        let (hosts, found) = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let none = Exclusions::new(Vec::<String>::new()).unwrap();
+                let meta = EntryMeta::default();
+                let found = hosts
+                    .iter()
+                    .map(|h| {
+                        compare_keeping(&tree, &meta, &none, Some(&h.root), None, Some(&kept))
+                            .unwrap()
+                    })
+                    .collect::<Vec<_>>();
+                (hosts, found)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        let paths: Vec<&Path> = found[0].0.iter().map(|(d, _)| d.path()).collect();
+        assert_eq!(paths, [stray.as_path()]);
+        assert!(matches!(found[0].0[0].0, TreeDifference::Unmanaged { .. }));
+        assert!(found[1].0.is_empty(), "{:?}", found[1].0);
+        assert_eq!(found[1].1, hosts[1].root_hash());
+        big().spawn(move || drop(hosts)).unwrap().join().unwrap();
     }
 }
