@@ -17,6 +17,9 @@
 //!   configuration files), worded as check findings.
 //! - [`activation`]: reloads owed and live configurations their group
 //!   validator refuses.
+//! - [`attribution`]: the agent's "who changed it" (fanotify, the audit
+//!   fallback), heard per resource and handed to the caller for the state
+//!   store, a sensitive resource's writers without their command line.
 //! - [`watch`]: the agent's check of one class or of a few resources a
 //!   watch reported, one observation each, with the picture the daemon
 //!   counts.
@@ -36,6 +39,7 @@
 )]
 
 pub mod activation;
+pub mod attribution;
 pub mod converged;
 pub mod detection;
 mod error;

@@ -3,9 +3,10 @@
 //!
 //! Owns the wiring: compiling the repository for this host (keeping the
 //! last good catalogue when a reload fails lint), the class table from
-//! `datum.yaml`, the state store, the root lock around each check,
-//! attribution ([`attribution`]) and the courier that delivers fleet
-//! reports (`datum_reporting::Courier`). The check itself is
+//! `datum.yaml`, the state store, the root lock around each check, the
+//! attribution feed (`datum_check::attribution`: started at each load, what
+//! it heard recorded in the store before each check) and the courier that
+//! delivers fleet reports (`datum_reporting::Courier`). The check itself is
 //! `datum_check::watch` (report-only classes resource by resource, the
 //! others through `datum_check::run` in process, on the catalogue loaded
 //! here). Must not: print anything but diagnostics and log lines (the daemon
@@ -16,8 +17,6 @@
 //! in-process reconciles and the reported revision all come from that one
 //! checkout, whatever the link does meanwhile. [`puller`] pulls on an
 //! interval and asks for a reload when a new revision was deployed.
-
-mod attribution;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -70,7 +69,7 @@ pub struct RepoChecker {
     /// What the checks know of each resource between checks.
     memory: Memory,
     /// Who changed the files of classes with `attribute: true`.
-    attribution: Option<attribution::Feed>,
+    attribution: Option<datum_check::attribution::Feed>,
     warn: Box<dyn Fn(&str)>,
     info: Box<dyn Fn(&str)>,
     /// The folder the repository was read from at the last good load.
@@ -314,7 +313,13 @@ impl ClassChecker for RepoChecker {
             datum_check::watch::loaded(datum_providers::registry(), &catalogue, &classes, &host);
         // Forget resources that are no longer declared.
         self.memory.keep_declared(&catalogue);
-        self.restart_attribution(&classes, &loaded);
+        datum_check::attribution::restart(
+            &mut self.attribution,
+            &classes,
+            &loaded.watch,
+            &*self.info,
+            &*self.warn,
+        );
         self.revision = datum_pull::deployed_revision(&paths.repo).map(|d| d.commit);
         self.reported_revision =
             crate::reporting::revision::repository_revision(&paths.repo, compiled_from.as_deref());
@@ -458,6 +463,29 @@ impl RepoChecker {
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// Moves what attribution heard into the state store, where the check
+    /// (this one's and `datum check`'s) reports it with the findings.
+    fn record_writers(&mut self, scope: &Scope) {
+        let Some(feed) = self.attribution.as_ref() else {
+            return;
+        };
+        let writers = feed.writers(scope, self.catalogue.as_ref(), &*self.info);
+        if writers.is_empty() {
+            return;
+        }
+        self.open_store();
+        let Some(store) = self.store.as_mut() else {
+            (self.warn)(&format!(
+                "attribution: {} writer(s) not recorded: no state store",
+                writers.len()
+            ));
+            return;
+        };
+        if let Err(e) = store.record_writers(&writers) {
+            (self.warn)(&format!("attribution: could not record writers: {e}"));
         }
     }
 

@@ -1,19 +1,24 @@
-//! The agent's side of "who changed it": for the classes with
+//! "Who changed it" for the agent's checks: for the classes with
 //! `attribute: true` (and `watch: true`), a thread reads fanotify events
 //! through `datum_host::attribution` as they come (so the writer is read
-//! while it still exists), and each check first moves what it heard into
-//! the state store, keyed by resource, where `datum check` finds it for the
-//! findings it reports and the class rules it applies.
+//! while it still exists), and before each check [`Feed::writers`] hands
+//! the caller what it heard, keyed by resource, for the state store, where
+//! `datum check` finds it for the findings it reports and the class rules
+//! it applies.
 //!
-//! Owns: which directories are marked (the parent of each file, a tree and
-//! its folders), mapping an event's path back to resources, dropping Datum's
-//! own writes (never drift), and, when fanotify could not be used, the audit
-//! log's writers of a changed resource or the "unknown" writer with the
-//! reason. A sensitive resource's writers (every resource's, while no
-//! catalogue is loaded) are logged and stored without their command line,
-//! which often holds what they wrote, and the log does not name the
-//! resource. Must not: decide what a writer means for a policy (`datum
-//! check` does), or run for a class that did not ask.
+//! Owns: which classes ask ([`asking`]), which directories are marked (the
+//! parent of each file, a tree and its folders), mapping an event's path
+//! back to resources ([`AttributionPlan`]), keeping a running feed while
+//! nothing it marks changed ([`restart`]), dropping Datum's own writes
+//! (never drift), and, when fanotify could not be used, the audit log's
+//! writers of a changed resource or the "unknown" writer with the reason.
+//! A sensitive resource's writers (every resource's, while no catalogue is
+//! loaded) are logged and handed back without their command line, which
+//! often holds what they wrote, and the log does not name the resource.
+//!
+//! Must not: decide what a writer means for a policy (the check does), run
+//! for a class that did not ask, or write to the state store (the caller
+//! records what [`Feed::writers`] returns in the store it holds).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -22,7 +27,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use datum_agent::{Loaded, Scope, WatchScope, WatchTarget};
+use datum_agent::{Scope, WatchScope, WatchTarget};
+use datum_catalog::Catalogue;
 use datum_core::{ChangedBy, ResourceId, WriterKind};
 use datum_drift::classes::Classes;
 use datum_host::attribution::{Attributed, Attributor, MAX_GROUPS, Own, audit, tree_dirs};
@@ -121,6 +127,46 @@ impl AttributionPlan {
     }
 }
 
+/// The classes that ask for attribution: `attribute: true` and watched.
+pub fn asking(classes: &Classes) -> BTreeSet<String> {
+    classes
+        .classes
+        .values()
+        .filter(|c| c.attribute && c.watch)
+        .map(|c| c.name.clone())
+        .collect()
+}
+
+/// Starts attribution for the classes that ask (`attribute: true` and
+/// watched) over the watch `targets` of the loaded catalogue, keeping the
+/// running `feed` when nothing it marks changed, and stopping it when no
+/// class asks. `info` hears which classes a new feed reads, `warn` what
+/// could not be marked.
+pub fn restart(
+    feed: &mut Option<Feed>,
+    classes: &Classes,
+    targets: &[WatchTarget],
+    info: &dyn Fn(&str),
+    warn: &dyn Fn(&str),
+) {
+    let plan = AttributionPlan::new(targets, &asking(classes));
+    if plan.is_empty() {
+        *feed = None;
+        return;
+    }
+    if feed.as_ref().is_some_and(|f| *f.plan() == plan) {
+        return;
+    }
+    // The old marks go before the new ones are made.
+    *feed = None;
+    let classes: Vec<&str> = plan.classes.iter().map(String::as_str).collect();
+    info(&format!(
+        "attribution: reading who changes the files of class(es) {}",
+        classes.join(", ")
+    ));
+    *feed = Some(Feed::start(plan, warn));
+}
+
 /// The reader thread and what it has heard.
 pub struct Feed {
     plan: AttributionPlan,
@@ -153,7 +199,7 @@ impl Feed {
             stop: Arc::default(),
             thread: None,
             broken: None,
-            started: crate::context::now(),
+            started: crate::now(),
             audit_seen: Mutex::default(),
         };
         let attributor = match Attributor::start(&dirs, Own::current()) {
@@ -286,6 +332,76 @@ impl Feed {
     pub fn is_broken(&self) -> bool {
         self.broken.is_some()
     }
+
+    /// What to record before a check of `scope`: everything heard so far
+    /// ([`Feed::drain`]) and, for a watched change of an attributing class
+    /// while fanotify is unusable, the audit log's writers, or unknown with
+    /// the reason ([`Feed::unavailable`]). Each is logged to `info`; a
+    /// sensitive resource's (in `catalogue`; every resource's without one)
+    /// without its command line and without naming it.
+    pub fn writers(
+        &self,
+        scope: &Scope,
+        catalogue: Option<&Catalogue>,
+        info: &dyn Fn(&str),
+    ) -> Vec<(ResourceId, ChangedBy)> {
+        self.writers_with(scope, catalogue, info, &|| {
+            audit::Fallback::system().recent(None)
+        })
+    }
+
+    /// [`Feed::writers`] with the audit log's `lookup` handed in.
+    fn writers_with(
+        &self,
+        scope: &Scope,
+        catalogue: Option<&Catalogue>,
+        info: &dyn Fn(&str),
+        lookup: &dyn Fn() -> audit::Lookup,
+    ) -> Vec<(ResourceId, ChangedBy)> {
+        let mut writers = self.drain();
+        if let Scope::Resources { class, ids } = scope
+            && self.plan.classes.contains(class)
+        {
+            let at = crate::now();
+            if self.is_broken() {
+                let lookup = lookup();
+                for id in ids {
+                    for w in self.unavailable(id, at, &lookup) {
+                        writers.push((id.clone(), w));
+                    }
+                }
+            }
+        }
+        withhold_sensitive(&mut writers, catalogue, info);
+        writers
+    }
+}
+
+/// Logs each writer to `info`. A writer's command line often holds what it
+/// wrote (`sed -i s/old/NEW/`, `sh -c 'echo pw > FILE'`): a sensitive
+/// resource's writers keep only the executable, and the log names no such
+/// resource (the loop never does: its name can say what it protects).
+/// Without a catalogue nothing is known to be safe to show.
+fn withhold_sensitive(
+    writers: &mut [(ResourceId, ChangedBy)],
+    catalogue: Option<&Catalogue>,
+    info: &dyn Fn(&str),
+) {
+    let sensitive = |id: &ResourceId| {
+        catalogue.is_none_or(|c| c.resources.iter().any(|r| &r.id == id && r.sensitive))
+    };
+    for (id, w) in writers.iter_mut() {
+        if sensitive(id) {
+            w.process = None;
+            info(&format!(
+                "attribution: a sensitive resource {} by {}",
+                w.event,
+                w.summary()
+            ));
+        } else {
+            info(&format!("attribution: {id} {} by {}", w.event, w.summary()));
+        }
+    }
 }
 
 /// Reads what is queued into `heard` (the lock is held for one
@@ -307,97 +423,6 @@ impl Drop for Feed {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
-        }
-    }
-}
-
-/// The agent's attribution: started and stopped with the classes that ask,
-/// drained into the state store before each check.
-impl super::RepoChecker {
-    /// Starts attribution for the classes that ask (`attribute: true` and
-    /// watched), keeping the running one when nothing it marks changed.
-    pub(super) fn restart_attribution(&mut self, classes: &Classes, loaded: &Loaded) {
-        let asking: BTreeSet<String> = classes
-            .classes
-            .values()
-            .filter(|c| c.attribute && c.watch)
-            .map(|c| c.name.clone())
-            .collect();
-        let plan = AttributionPlan::new(&loaded.watch, &asking);
-        if plan.is_empty() {
-            self.attribution = None;
-            return;
-        }
-        if self.attribution.as_ref().is_some_and(|f| *f.plan() == plan) {
-            return;
-        }
-        // The old marks go before the new ones are made.
-        self.attribution = None;
-        let classes: Vec<&str> = plan.classes.iter().map(String::as_str).collect();
-        (self.info)(&format!(
-            "attribution: reading who changes the files of class(es) {}",
-            classes.join(", ")
-        ));
-        self.attribution = Some(Feed::start(plan, &*self.warn));
-    }
-
-    /// Moves what attribution heard into the state store, where `datum
-    /// check` (this process's or a delegated one) reports it with the
-    /// findings. A watched change of an attributing class while fanotify is
-    /// unusable gets the audit log's writers, or unknown with the reason.
-    pub(super) fn record_writers(&mut self, scope: &Scope) {
-        let Some(feed) = self.attribution.as_ref() else {
-            return;
-        };
-        let mut writers = feed.drain();
-        if let Scope::Resources { class, ids } = scope
-            && feed.plan().classes.contains(class)
-        {
-            let at = crate::context::now();
-            if feed.is_broken() {
-                let lookup = datum_host::attribution::audit::Fallback::system().recent(None);
-                for id in ids {
-                    for w in feed.unavailable(id, at, &lookup) {
-                        writers.push((id.clone(), w));
-                    }
-                }
-            }
-        }
-        if writers.is_empty() {
-            return;
-        }
-        // A writer's command line often holds what it wrote (`sed -i
-        // s/old/NEW/`, `sh -c 'echo pw > FILE'`): a sensitive resource's
-        // writers keep only the executable, and the log names no such
-        // resource (the loop never does: its name can say what it protects).
-        // Without a catalogue nothing is known to be safe to show.
-        let sensitive = |id: &ResourceId| {
-            self.catalogue
-                .as_ref()
-                .is_none_or(|c| c.resources.iter().any(|r| &r.id == id && r.sensitive))
-        };
-        for (id, w) in &mut writers {
-            if sensitive(id) {
-                w.process = None;
-                (self.info)(&format!(
-                    "attribution: a sensitive resource {} by {}",
-                    w.event,
-                    w.summary()
-                ));
-            } else {
-                (self.info)(&format!("attribution: {id} {} by {}", w.event, w.summary()));
-            }
-        }
-        self.open_store();
-        let Some(store) = self.store.as_mut() else {
-            (self.warn)(&format!(
-                "attribution: {} writer(s) not recorded: no state store",
-                writers.len()
-            ));
-            return;
-        };
-        if let Err(e) = store.record_writers(&writers) {
-            (self.warn)(&format!("attribution: could not record writers: {e}"));
         }
     }
 }
@@ -496,5 +521,239 @@ mod tests {
             );
         }
         assert!(feed.audit_seen.lock().unwrap().len() <= 5);
+    }
+
+    /// A feed that heard `heard` (no fanotify group behind it).
+    fn feed_that_heard(plan: AttributionPlan, heard: Vec<Attributed>) -> Feed {
+        Feed {
+            plan,
+            attributor: None,
+            heard: Arc::new(Mutex::new(heard)),
+            stop: Arc::default(),
+            thread: None,
+            broken: None,
+            started: 1_000,
+            audit_seen: Mutex::default(),
+        }
+    }
+
+    fn writer(kind: WriterKind, process: &str) -> ChangedBy {
+        ChangedBy {
+            kind,
+            via: "terminal /dev/pts/1".to_owned(),
+            process: Some(process.to_owned()),
+            reason: None,
+            ..ChangedBy::unknown("/r/etc/x", "modified", 1_500, Some(42), "")
+        }
+    }
+
+    fn heard(path: &str, dir: &str, writer: ChangedBy) -> Attributed {
+        Attributed {
+            path: PathBuf::from(path),
+            dir: PathBuf::from(dir),
+            writer,
+        }
+    }
+
+    fn critical_plan() -> AttributionPlan {
+        let targets = [
+            target("critical", "sshd", "/r/etc/ssh/sshd_config", false),
+            target("critical", "token", "/r/etc/ssh/token", false),
+        ];
+        AttributionPlan::new(&targets, &BTreeSet::from(["critical".to_owned()]))
+    }
+
+    fn catalogue(sensitive: &[&str]) -> Catalogue {
+        let resource = |name: &str| datum_core::Resource {
+            sensitive: sensitive.contains(&name),
+            ..datum_core::Resource::new(ResourceId::new("File", name), serde_json::json!({}))
+        };
+        Catalogue {
+            host: Default::default(),
+            resources: vec![resource("sshd"), resource("token")],
+            autorequires: Vec::new(),
+            boundary: Default::default(),
+        }
+    }
+
+    /// Datum's own writes (an apply, a revert) are never drift: they are
+    /// dropped; everything else is handed back once, for its resource.
+    #[test]
+    fn datums_own_writes_are_dropped_and_the_others_map_to_their_resource() {
+        let feed = feed_that_heard(
+            critical_plan(),
+            vec![
+                heard(
+                    "/r/etc/ssh/sshd_config",
+                    "/r/etc/ssh",
+                    writer(WriterKind::Datum, "datum apply"),
+                ),
+                heard(
+                    "/r/etc/ssh/sshd_config",
+                    "/r/etc/ssh",
+                    writer(WriterKind::Person, "vi sshd_config"),
+                ),
+            ],
+        );
+        let drained = feed.drain();
+        assert_eq!(drained.len(), 1, "{drained:?}");
+        assert_eq!(drained[0].0, ResourceId::new("File", "sshd"));
+        assert_eq!(drained[0].1.kind, WriterKind::Person);
+        assert!(feed.drain().is_empty(), "handed back twice");
+    }
+
+    /// A sensitive resource's writer keeps no command line (it often holds
+    /// what was written) and its log line does not name the resource;
+    /// another resource's writer is shown whole. Without a catalogue every
+    /// resource counts as sensitive.
+    #[test]
+    fn a_sensitive_resources_writers_are_handed_back_and_logged_without_their_command_line() {
+        let events = || {
+            vec![
+                heard(
+                    "/r/etc/ssh/sshd_config",
+                    "/r/etc/ssh",
+                    writer(WriterKind::Person, "sed -i s/a/PLAIN/ sshd_config"),
+                ),
+                heard(
+                    "/r/etc/ssh/token",
+                    "/r/etc/ssh",
+                    writer(WriterKind::Person, "sed -i s/a/CANARY/ token"),
+                ),
+            ]
+        };
+        let logged = Mutex::new(Vec::<String>::new());
+        let info = |line: &str| logged.lock().unwrap().push(line.to_owned());
+        let no_lookup = || panic!("the audit log is only read while fanotify is unusable");
+
+        let feed = feed_that_heard(critical_plan(), events());
+        let cat = catalogue(&["token"]);
+        let writers = feed.writers_with(&Scope::All, Some(&cat), &info, &no_lookup);
+        let token = ResourceId::new("File", "token");
+        let sshd = ResourceId::new("File", "sshd");
+        let of = |id: &ResourceId| writers.iter().find(|(i, _)| i == id).map(|(_, w)| w);
+        assert_eq!(of(&token).unwrap().process, None);
+        assert_eq!(
+            of(&sshd).unwrap().process.as_deref(),
+            Some("sed -i s/a/PLAIN/ sshd_config")
+        );
+        let lines = std::mem::take(&mut *logged.lock().unwrap());
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .all(|l| !l.contains("CANARY") && !l.contains("File[token]"))
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("attribution: a sensitive resource modified by "))
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("attribution: File[sshd] modified by ")
+                    && l.contains("PLAIN"))
+        );
+
+        let feed = feed_that_heard(critical_plan(), events());
+        let writers = feed.writers_with(&Scope::All, None, &info, &no_lookup);
+        assert_eq!(writers.len(), 2);
+        assert!(
+            writers.iter().all(|(_, w)| w.process.is_none()),
+            "{writers:?}"
+        );
+        let lines = logged.lock().unwrap();
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.starts_with("attribution: a sensitive resource ")),
+            "{lines:?}"
+        );
+    }
+
+    /// While fanotify is unusable, a watched change of an attributing class
+    /// is put down to what the audit log says, else to an unknown writer
+    /// with both reasons; a check of another scope reads no audit log.
+    #[test]
+    fn without_fanotify_a_watched_change_gets_an_unknown_writer_with_the_reasons() {
+        let mut feed = feed_that_heard(critical_plan(), Vec::new());
+        feed.broken = Some("fanotify_init: Operation not permitted".to_owned());
+        let sshd = ResourceId::new("File", "sshd");
+        let looked = std::cell::Cell::new(0);
+        let lookup = || {
+            looked.set(looked.get() + 1);
+            audit::Lookup::NotRunning
+        };
+        let cat = catalogue(&[]);
+        let info = |_: &str| {};
+
+        let other_class = Scope::Resources {
+            class: "normal".to_owned(),
+            ids: vec![sshd.clone()],
+        };
+        assert!(
+            feed.writers_with(&other_class, Some(&cat), &info, &lookup)
+                .is_empty()
+        );
+        assert!(
+            feed.writers_with(&Scope::All, Some(&cat), &info, &lookup)
+                .is_empty()
+        );
+        assert_eq!(looked.get(), 0);
+
+        let watched = Scope::Resources {
+            class: "critical".to_owned(),
+            ids: vec![sshd.clone()],
+        };
+        let writers = feed.writers_with(&watched, Some(&cat), &info, &lookup);
+        assert_eq!(looked.get(), 1);
+        assert_eq!(writers.len(), 1, "{writers:?}");
+        let (id, w) = &writers[0];
+        assert_eq!(id, &sshd);
+        assert_eq!(w.kind, WriterKind::Unknown);
+        assert_eq!(w.path, "/r/etc/ssh/sshd_config");
+        let reason = w.reason.as_deref().unwrap();
+        assert!(
+            reason.starts_with("fanotify_init: Operation not permitted; "),
+            "{reason}"
+        );
+        assert!(reason.contains("auditd) is not running"), "{reason}");
+    }
+
+    /// Only classes with `attribute: true` ask (which needs `watch: true`);
+    /// with none asking a running feed stops, and one whose plan is
+    /// unchanged is kept.
+    #[test]
+    fn only_watched_classes_with_attribute_ask_and_none_asking_stops_the_feed() {
+        let classes = Classes::parse(&serde_json::json!({
+            "critical": {"interval": "1m", "watch": true, "attribute": true},
+            "normal": {"interval": "1m", "watch": true},
+        }))
+        .unwrap();
+        assert_eq!(asking(&classes), BTreeSet::from(["critical".to_owned()]));
+
+        let mut feed = Some(feed_that_heard(critical_plan(), Vec::new()));
+        let targets = [target("normal", "motd", "/r/etc/motd", false)];
+        restart(&mut feed, &classes, &targets, &|_| {}, &|_| {});
+        assert!(feed.is_none());
+
+        // The same plan: the running feed is kept (no new marks).
+        let targets = [
+            target("critical", "sshd", "/r/etc/ssh/sshd_config", false),
+            target("critical", "token", "/r/etc/ssh/token", false),
+        ];
+        let mut feed = Some(feed_that_heard(critical_plan(), Vec::new()));
+        let heard = feed.as_ref().map(|f| Arc::as_ptr(&f.heard));
+        let said = Mutex::new(Vec::<String>::new());
+        restart(
+            &mut feed,
+            &classes,
+            &targets,
+            &|l| said.lock().unwrap().push(l.to_owned()),
+            &|_| {},
+        );
+        assert_eq!(feed.as_ref().map(|f| Arc::as_ptr(&f.heard)), heard);
+        assert!(said.lock().unwrap().is_empty());
     }
 }
