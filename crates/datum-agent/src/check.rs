@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use datum_core::ResourceId;
+use datum_core::exit::ExitCode;
 
 /// One resource class as the agent schedules it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,9 +135,10 @@ pub struct ClassReport {
 }
 
 /// What a check concluded, for `datum check`, `datum agent --once` and the
-/// agent's log: the binary's `exit.rs` alone turns it into the process's exit
-/// code; [`Conclusion::code`] is the same number as the pass's record and
-/// the fleet report carry it (`exit.rs`'s tests hold the two equal).
+/// agent's log. It has no number of its own: it becomes an [`ExitCode`]
+/// (`From`, below), and [`ExitCode::code`], the one table, gives the number
+/// the process exits with, the pass's record and the fleet report carry and
+/// the agent logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Conclusion {
     /// Nothing drifted, nothing quarantined, everything could be checked.
@@ -162,14 +164,23 @@ impl Conclusion {
         }
     }
 
-    /// The number recorded with the pass (the state store's pass record,
-    /// the fleet report's `exit_code`) and logged by the agent: 0 clean,
-    /// 2 drift, 1 errors, what `datum check` exits with.
-    pub fn code(self) -> i32 {
-        match self {
-            Conclusion::Clean => 0,
-            Conclusion::Drift => 2,
-            Conclusion::Errors => 1,
+    /// The exit code of this conclusion (what `datum check` exits with;
+    /// its [`ExitCode::code`] is the number the pass is recorded, reported
+    /// and logged with).
+    pub fn exit_code(self) -> ExitCode {
+        ExitCode::from(self)
+    }
+}
+
+/// A check's conclusion as an exit code: drift is [`ExitCode::Changes`] (2),
+/// as changes pending are; anything that could not be checked is an error
+/// (1).
+impl From<Conclusion> for ExitCode {
+    fn from(conclusion: Conclusion) -> ExitCode {
+        match conclusion {
+            Conclusion::Clean => ExitCode::Clean,
+            Conclusion::Drift => ExitCode::Changes,
+            Conclusion::Errors => ExitCode::ERROR,
         }
     }
 }
@@ -182,8 +193,8 @@ pub struct CheckReport {
     /// Validator name -> validations that failed during this check (a revert
     /// policy applies through validators). Counted, never described.
     pub validation_failures: BTreeMap<String, u64>,
-    /// What the check concluded (`datum check`'s exit code is made from it
-    /// by the binary's `exit.rs`).
+    /// What the check concluded (`datum check`'s exit code, through
+    /// [`Conclusion::exit_code`]).
     pub conclusion: Conclusion,
     /// Whether the check stopped early because it was cancelled.
     pub cancelled: bool,
@@ -278,5 +289,30 @@ pub trait ClassChecker {
     /// `None` when the repository is not a revision `datum pull` deployed.
     fn revision(&self) -> Option<String> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_check_exits_and_is_recorded_0_clean_2_drift_1_errors() {
+        // The pass record, the fleet report and the agent's log take the
+        // number from the same `ExitCode::code` the process exits with.
+        assert_eq!(Conclusion::Clean.exit_code(), ExitCode::Clean);
+        assert_eq!(Conclusion::Clean.exit_code().code(), 0);
+        assert_eq!(Conclusion::Drift.exit_code(), ExitCode::Changes);
+        assert_eq!(Conclusion::Drift.exit_code().code(), 2);
+        assert_eq!(Conclusion::Errors.exit_code(), ExitCode::ERROR);
+        assert_eq!(Conclusion::Errors.exit_code().code(), 1);
+    }
+
+    #[test]
+    fn an_error_outweighs_drift() {
+        assert_eq!(Conclusion::of(true, true), Conclusion::Errors);
+        assert_eq!(Conclusion::of(true, false), Conclusion::Errors);
+        assert_eq!(Conclusion::of(false, true), Conclusion::Drift);
+        assert_eq!(Conclusion::of(false, false), Conclusion::Clean);
     }
 }

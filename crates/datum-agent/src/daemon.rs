@@ -719,7 +719,10 @@ fn summary(trigger: &str, scope: &Scope, report: &CheckReport) -> (LogLevel, Str
     if accepted > 0 {
         line.push_str(&format!(", {accepted} accepted"));
     }
-    line.push_str(&format!(", exit {}, {ms} ms", report.conclusion.code()));
+    line.push_str(&format!(
+        ", exit {}, {ms} ms",
+        report.conclusion.exit_code().code()
+    ));
     if report.cancelled {
         line.push_str(", stopped early");
     }

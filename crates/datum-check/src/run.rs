@@ -125,8 +125,8 @@ pub enum WithoutStore {
 pub struct Checked {
     pub report: CheckReport,
     /// Clean, drift or quarantines open, or something could not be checked
-    /// (the pass is recorded with its [`Conclusion::code`]; `datum check`'s
-    /// exit code is made from it by the binary).
+    /// (the pass is recorded with the number of its
+    /// [`Conclusion::exit_code`], the one `datum check` exits with).
     pub conclusion: Conclusion,
     /// `report.yaml`, when the host reports to a fleet server (the report
     /// was queued; the caller delivers).
@@ -625,7 +625,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
         host: identity.name.clone(),
         counts,
         duration_ms: stats.duration_ms,
-        exit_code: conclusion.code(),
+        exit_code: conclusion.exit_code().code(),
     };
     // The subjects a check of some classes speaks for (a check of every
     // class speaks for all, and names none).

@@ -638,7 +638,7 @@ impl State<'_> {
                 host: host.clone(),
                 counts,
                 duration_ms: inspections.iter().map(|(_, ms)| ms).sum(),
-                exit_code: report.conclusion.code(),
+                exit_code: report.conclusion.exit_code().code(),
             })?;
             for (class, ms) in inspections {
                 batch.record_class_inspection(pass_id, class, *ms)?;
@@ -729,7 +729,7 @@ impl State<'_> {
             started_at,
             finished_at: finished,
             duration_ms: u64::try_from(finished - started_at).unwrap_or(0) * 1000,
-            exit_code: report.conclusion.code(),
+            exit_code: report.conclusion.exit_code().code(),
             resources: catalogue.resources.len() as u64,
             classes: bounds,
             expected_interval_s: expected,

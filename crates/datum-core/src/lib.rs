@@ -23,6 +23,7 @@ pub mod content;
 pub mod desired;
 pub mod diff;
 pub mod digest;
+pub mod exit;
 pub mod host_name;
 pub mod id;
 pub mod observed;
