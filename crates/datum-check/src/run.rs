@@ -328,7 +328,8 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                         // `notifiable`).
                         *keep = provider.extra_findings().is_some()
                             || (act == Act::Reconcile && provider.activation().is_some());
-                        if let Some(t) = build::tree_fingerprint(r, &observed, digest_key) {
+                        if let Some(t) = build::tree_fingerprint(r, provider, &observed, digest_key)
+                        {
                             trees.push(t);
                         }
                         // Kept for `accept`'s patch (never for a sensitive

@@ -929,7 +929,8 @@ fn inspect(
     } else {
         findings
     };
-    known.tree = datum_reporting::build::tree_fingerprint(resource, &observed, digest_key);
+    known.tree =
+        datum_reporting::build::tree_fingerprint(resource, provider, &observed, digest_key);
     for f in &findings {
         known.fleet.push(datum_reporting::build::check_finding(
             registry,

@@ -898,6 +898,23 @@ pub trait Fingerprints: Send + Sync {
     /// The observed entries' own fingerprints, by path relative to the
     /// resource (`"missing"` where the host has none).
     fn observed_entries(&self, observed: &Observed) -> std::collections::BTreeMap<String, String>;
+
+    /// The root pair `observed` carries, as fleet reports send it; `None`
+    /// when it carries none (nothing there to fingerprint).
+    fn roots(&self, observed: &Observed) -> Option<FingerprintRoots>;
+}
+
+/// The two root fingerprints an observation carries (see
+/// [`Fingerprints::roots`]): equal exactly when the state has not drifted,
+/// so an undrifted resource proves itself by one hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FingerprintRoots {
+    /// The declared state's root, as the observation compared it (what the
+    /// kind does not manage taken from the host).
+    pub declared: String,
+    /// The host's root; `None` when the observation holds only the
+    /// declared one.
+    pub observed: Option<String>,
 }
 
 /// One extra finding (see [`ExtraFindings`]), in terms no check type knows

@@ -370,26 +370,28 @@ pub fn field_changes(diffs: &[datum_report::AttrDiff], sensitive: bool) -> Vec<F
         .collect()
 }
 
-/// The Tree fingerprint pair an observation carries. A sensitive Tree's
-/// roots are checksums of its secrets (`datum fingerprint` of a guessed
-/// folder would confirm the guess): the report carries the host's keyed
-/// digests of both instead (equal exactly when the roots are), and no pair
-/// at all without a key.
+/// The fingerprint pair an observation carries, asked of its kind's
+/// [`Fingerprints`](datum_providers::Fingerprints) capability (`provider`
+/// is the resource's; a kind without the capability has no pair). A sensitive
+/// resource's roots are checksums of its secrets (`datum fingerprint` of a
+/// guessed folder would confirm the guess): the report carries the host's
+/// keyed digests of both instead (equal exactly when the roots are), and no
+/// pair at all without a key.
 pub fn tree_fingerprint(
     resource: &Resource,
+    provider: &dyn datum_providers::Provider,
     observed: &Observed,
     key: Option<&datum_core::DigestKey>,
 ) -> Option<TreeFingerprint> {
-    let fp = observed
-        .fields
-        .get(datum_providers::tree::FINGERPRINT_FIELD)?;
-    let declared = fp.get("declared")?.as_str()?;
-    let observed = fp.get("observed").and_then(|v| v.as_str());
+    let roots = provider.fingerprints()?.roots(observed)?;
     let (declared, observed) = if resource.sensitive {
         let key = key?;
-        (key.digest(declared), observed.map(|o| key.digest(o)))
+        (
+            key.digest(&roots.declared),
+            roots.observed.map(|o| key.digest(&o)),
+        )
     } else {
-        (declared.to_owned(), observed.map(str::to_owned))
+        (roots.declared, roots.observed)
     };
     Some(TreeFingerprint {
         resource: resource.id.to_string(),
@@ -522,23 +524,21 @@ mod tests {
     #[test]
     fn a_sensitive_trees_roots_are_keyed_or_left_out() {
         let (same, other) = ("a".repeat(64), "b".repeat(64));
+        let provider = datum_providers::registry().lookup("Tree").unwrap();
         let mut observed = Observed::absent();
-        observed.fields.insert(
-            datum_providers::tree::FINGERPRINT_FIELD.to_owned(),
-            serde_json::json!({"declared": same, "observed": same}),
-        );
+        datum_providers::tree::keep_roots(&mut observed, &same, Some(&same));
         let mut tree = Resource::new(
             datum_core::ResourceId::new("Tree", "secrets"),
             serde_json::json!({}),
         );
         let key = datum_core::DigestKey::from_bytes([7; 32]);
-        let plain = tree_fingerprint(&tree, &observed, Some(&key)).unwrap();
+        let plain = tree_fingerprint(&tree, provider, &observed, Some(&key)).unwrap();
         assert_eq!(
             (plain.declared.as_str(), plain.observed.as_deref()),
             (same.as_str(), Some(same.as_str()))
         );
         tree.sensitive = true;
-        let keyed = tree_fingerprint(&tree, &observed, Some(&key)).unwrap();
+        let keyed = tree_fingerprint(&tree, provider, &observed, Some(&key)).unwrap();
         assert_eq!(keyed.resource, "Tree[secrets]");
         assert_eq!(keyed.declared, key.digest(&same));
         assert_eq!(keyed.observed.as_deref(), Some(keyed.declared.as_str()));
@@ -552,14 +552,42 @@ mod tests {
             datum_fleet::report::KEYED_PREFIX,
             datum_core::digest::KEYED_PREFIX
         );
-        assert_eq!(tree_fingerprint(&tree, &observed, None), None);
-        observed.fields.insert(
-            datum_providers::tree::FINGERPRINT_FIELD.to_owned(),
-            serde_json::json!({"declared": same, "observed": other}),
-        );
-        let drifted = tree_fingerprint(&tree, &observed, Some(&key)).unwrap();
+        assert_eq!(tree_fingerprint(&tree, provider, &observed, None), None);
+        datum_providers::tree::keep_roots(&mut observed, &same, Some(&other));
+        let drifted = tree_fingerprint(&tree, provider, &observed, Some(&key)).unwrap();
         assert_eq!(drifted.observed, Some(key.digest(&other)));
         assert_ne!(drifted.observed.as_deref(), Some(drifted.declared.as_str()));
+        // Only the declared root known: the pair says so.
+        tree.sensitive = false;
+        datum_providers::tree::keep_roots(&mut observed, &same, None);
+        let declared_only = tree_fingerprint(&tree, provider, &observed, None).unwrap();
+        assert_eq!(
+            (declared_only.declared.as_str(), declared_only.observed),
+            (same.as_str(), None)
+        );
+    }
+
+    /// The pair is asked of the resource's kind: one without the
+    /// fingerprint capability yields none, whatever its observation holds,
+    /// and a Tree's observation without a pair (nothing there) none either.
+    #[test]
+    fn a_kind_without_fingerprints_yields_no_pair() {
+        let registry = datum_providers::registry();
+        let file = registry.lookup("File").unwrap();
+        assert!(file.fingerprints().is_none());
+        let mut observed = Observed::absent();
+        datum_providers::tree::keep_roots(&mut observed, "a", Some("a"));
+        let resource = Resource::new(
+            datum_core::ResourceId::new("File", "motd"),
+            serde_json::json!({}),
+        );
+        assert_eq!(tree_fingerprint(&resource, file, &observed, None), None);
+        let tree = registry.lookup("Tree").unwrap();
+        assert!(tree_fingerprint(&resource, tree, &observed, None).is_some());
+        assert_eq!(
+            tree_fingerprint(&resource, tree, &Observed::absent(), None),
+            None
+        );
     }
 
     #[test]

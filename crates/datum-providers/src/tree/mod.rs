@@ -69,13 +69,12 @@ pub use apply::TreeStaging;
 use apply::Walk;
 use archive::DeclaredTree;
 use compare::EntryMeta;
-pub use observe::{
-    FINGERPRINT_FIELD, HOLDS_EXCLUDED, declared_fingerprint, diff, difference_json, differences,
-};
 use observe::{
-    FOLDER_KEEPING_EXCLUDED, bytes_path, entry_content_diff, folder_in_the_way, folder_refused,
-    item_path, mark_folders_keeping_excluded, scan_and_compare, unresolved_accounts,
+    FINGERPRINT_FIELD, FOLDER_KEEPING_EXCLUDED, bytes_path, entry_content_diff, folder_in_the_way,
+    folder_refused, item_path, mark_folders_keeping_excluded, scan_and_compare,
+    unresolved_accounts,
 };
+pub use observe::{HOLDS_EXCLUDED, declared_fingerprint, diff, difference_json, differences};
 
 /// The type name.
 pub const KIND: &str = "Tree";
@@ -429,6 +428,32 @@ impl crate::Fingerprints for TreeProvider {
             })
             .unwrap_or_default()
     }
+
+    fn roots(&self, observed: &Observed) -> Option<crate::FingerprintRoots> {
+        let pair = observed.fields.get(FINGERPRINT_FIELD)?;
+        Some(crate::FingerprintRoots {
+            declared: pair.get("declared")?.as_str()?.to_owned(),
+            observed: pair
+                .get("observed")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        })
+    }
+}
+
+/// Keeps a Tree's two root hashes in `observed` (`host`: `None` when only
+/// the declared one is known), where [`crate::Fingerprints::roots`] reads
+/// them back: how a Tree's observation carries them, and how a test
+/// outside this crate makes an observation that does.
+pub fn keep_roots(observed: &mut Observed, declared: &str, host: Option<&str>) {
+    let mut pair = serde_json::Map::new();
+    pair.insert("declared".to_owned(), Value::String(declared.to_owned()));
+    if let Some(host) = host {
+        pair.insert("observed".to_owned(), Value::String(host.to_owned()));
+    }
+    observed
+        .fields
+        .insert(FINGERPRINT_FIELD.to_owned(), Value::Object(pair));
 }
 
 /// A Tree's `source:` is a folder of the repository, packed as its content.
@@ -564,9 +589,10 @@ impl Kind for TreeProvider {
         observed.presence = Presence::Present;
         // Both root hashes, for the fleet report: an undrifted tree proves
         // itself by their equality (one hash), see [`FINGERPRINT_FIELD`].
-        observed.fields.insert(
-            FINGERPRINT_FIELD.to_owned(),
-            json!({"declared": declared_root, "observed": tree.root_hash().to_string()}),
+        keep_roots(
+            &mut observed,
+            &declared_root,
+            Some(&tree.root_hash().to_string()),
         );
         // Each difference carries the host entry's fingerprint, so an
         // observation that changes again is a new observation (what `accept`

@@ -159,7 +159,7 @@ pub fn differences(
 /// root as the comparison saw it (undeclared owner, group or mode taken from
 /// the host entry, since they are not managed), so it equals `observed`
 /// exactly when the tree has not drifted.
-pub const FINGERPRINT_FIELD: &str = "fingerprint";
+pub(crate) const FINGERPRINT_FIELD: &str = "fingerprint";
 
 /// The declared tree's root fingerprint computed from the catalogue alone
 /// (what `datum catalogue` shows): declared owner and group resolved in the
