@@ -815,45 +815,61 @@ impl Folders {
     /// at a time without following a link, from the nearest folder open on
     /// its way; the folders open elsewhere are closed.
     fn dir(&mut self, rel: &Path) -> Result<Dir, ProviderError> {
-        self.open.retain(|open, _| rel.starts_with(open));
+        self.open.retain(|open, _| on_the_way(rel, open));
         self.reach(rel)
     }
 
+    /// [`Folders::dir`], the folders open being on the way to `rel`. The
+    /// folders from the nearest one open down to `rel` are opened in a loop,
+    /// not by a call per level (a chain of folders thousands deep, which a
+    /// local user may make below a kept folder of a purged Tree, overflowed
+    /// the stack).
     fn reach(&mut self, rel: &Path) -> Result<Dir, ProviderError> {
-        if let Some(dir) = self.open.get(rel) {
-            return Ok(dir.clone());
-        }
-        let (parent, name) = match (rel.parent(), rel.file_name()) {
-            (Some(parent), Some(name)) => (parent, name),
-            _ => {
+        // The names from the nearest folder open down to `rel`, deepest
+        // first.
+        let mut names = Vec::new();
+        let mut at = rel;
+        let mut dir = loop {
+            if let Some(dir) = self.open.get(at) {
+                break dir.clone();
+            }
+            let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
                 return Err(HostError::io(
                     "reach",
-                    rel,
+                    at,
                     std::io::Error::from(std::io::ErrorKind::InvalidInput),
                 )
                 .into());
-            }
-        };
-        let parent = self.reach(parent)?;
-        let Some(dir) = parent.open_child_dir(name)? else {
-            return Err(HostError::MissingParent {
-                path: parent.path().join(name),
-                parent: parent.path().to_path_buf(),
-            }
-            .into());
-        };
-        self.open.insert(rel.to_path_buf(), dir.clone());
-        while self.open.len() > self.most {
-            let Some(shallowest) = self
-                .open
-                .keys()
-                .filter(|open| !open.as_os_str().is_empty())
-                .min_by_key(|open| open.components().count())
-                .cloned()
-            else {
-                break;
             };
-            self.open.remove(&shallowest);
+            names.push(name);
+            at = parent;
+        };
+        let mut here = at.to_path_buf();
+        for name in names.into_iter().rev() {
+            let Some(next) = dir.open_child_dir(name)? else {
+                return Err(HostError::MissingParent {
+                    path: dir.path().join(name),
+                    parent: dir.path().to_path_buf(),
+                }
+                .into());
+            };
+            here.push(name);
+            self.open.insert(here.clone(), next.clone());
+            while self.open.len() > self.most {
+                // Every folder open is on the way to `rel`: the shortest
+                // path is the shallowest.
+                let Some(shallowest) = self
+                    .open
+                    .keys()
+                    .filter(|open| !open.as_os_str().is_empty())
+                    .min_by_key(|open| open.as_os_str().len())
+                    .cloned()
+                else {
+                    break;
+                };
+                self.open.remove(&shallowest);
+            }
+            dir = next;
         }
         Ok(dir)
     }
@@ -871,6 +887,20 @@ impl Folders {
         };
         Ok(self.dir(parent)?.entry(name))
     }
+}
+
+/// Whether the folder `open` is `rel` or one of its parent folders, both
+/// relative to a tree's root and normal (names joined by single `/`, as the
+/// walks make them): compared as bytes, not component by component (that
+/// made each step of a walk 2,000 folders deep compare every folder open
+/// with its path, most of a debug build's 45 s apply).
+fn on_the_way(rel: &Path, open: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let (rel, open) = (rel.as_os_str().as_bytes(), open.as_os_str().as_bytes());
+    open.is_empty()
+        || rel
+            .strip_prefix(open)
+            .is_some_and(|rest| rest.is_empty() || rest.first() == Some(&b'/'))
 }
 
 /// True when `rel` or one of its parent folders is excluded.
@@ -1053,6 +1083,67 @@ mod tests {
         let side = folders.dir(Path::new("d0/d1/side")).unwrap();
         assert_eq!(side.path(), root.path().join("t/d0/d1/side"));
         assert!(folders.open.len() <= 5, "{}", folders.open.len());
+    }
+
+    /// A folder at the bottom of a chain far deeper than a thread's stack
+    /// allows a call per level (3,000, as a local user may make below a
+    /// kept folder of a purged Tree) is reached on a 256 KiB thread, from
+    /// the root and again from the nearest folder open, at most 5 held.
+    #[test]
+    fn a_chain_of_folders_deeper_than_the_stack_allows_calls_is_reached() {
+        const DEPTH: usize = 3000;
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("t")).unwrap();
+        let host = Host::with_name(root.path(), "test-host");
+        let live = host
+            .locate(Path::new("/t"))
+            .unwrap()
+            .open_dir()
+            .unwrap()
+            .unwrap();
+        let bottom = observe::tests::chain(&live, DEPTH);
+        bottom
+            .entry("s".as_ref())
+            .create_dir(0o755, None, None)
+            .unwrap();
+        let deep: PathBuf = std::iter::repeat_n("d", DEPTH).collect();
+        let (reached, side, open) = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let mut folders = Folders::with_most(live, 5);
+                let reached = folders.dir(&deep).unwrap();
+                let side = folders.entry(&deep.join("s/x")).unwrap();
+                (reached, side, folders.open.len())
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(reached.path(), bottom.path());
+        assert_eq!(side.path(), bottom.path().join("s/x"));
+        assert!(open <= 5, "{open}");
+    }
+
+    /// The byte comparison of the walk's paths agrees with the paths'.
+    #[test]
+    fn on_the_way_is_a_parent_folder_or_the_folder_itself() {
+        for (rel, open) in [
+            ("a/b/c", ""),
+            ("a/b/c", "a"),
+            ("a/b/c", "a/b"),
+            ("a/b/c", "a/b/c"),
+            ("a/b/c", "a/b/c/d"),
+            ("a/bc", "a/b"),
+            ("ab/c", "a"),
+            ("a", "b"),
+            ("", ""),
+            ("", "a"),
+        ] {
+            assert_eq!(
+                on_the_way(Path::new(rel), Path::new(open)),
+                Path::new(rel).starts_with(open),
+                "{rel} {open}"
+            );
+        }
     }
 
     #[test]
