@@ -13,6 +13,13 @@
 //! report must implement the new method, so the compiler lists each place to finish.
 //! A report that cannot be shown in a format says so ([`Unsupported`]); a command never
 //! falls back to another format silently.
+//!
+//! A command that prints its own lines or document (a listing, a status, a confirmation:
+//! `datum backup list`, `datum release`) has an [`Answer`] instead: one method per format
+//! it has (human and JSON), none with a default, and one function of the front end that
+//! matches every [`Format`] to call them. No command compares the format itself, so a new
+//! format is refused by every answer, or shown by each once it has a method, never given
+//! another format's text by an `if` that did not know of it.
 
 use crate::style::Paint;
 
@@ -39,6 +46,18 @@ impl Format {
             Format::Human => "human",
             Format::Json => "json",
             Format::Markdown => "markdown",
+        }
+    }
+
+    /// Whether progress (a bar, the step under way) is drawn on stderr while the command
+    /// runs: for `human` only, whose reader watches the terminal. A document (`json`,
+    /// `markdown`) is read when it is whole, by a program or in a tracker, and the stderr
+    /// of whoever asked for one is often a log. What changes what a command does (not how
+    /// it shows its result) asks this, never compares formats itself.
+    pub fn wants_progress(self) -> bool {
+        match self {
+            Format::Human => true,
+            Format::Json | Format::Markdown => false,
         }
     }
 }
@@ -92,6 +111,30 @@ pub trait Render {
 
     /// The Markdown document, or `None` when this report has no Markdown form.
     fn markdown(&self) -> Option<String>;
+}
+
+/// What a command that prints its own output (not a report) answers: a listing, a
+/// status, a confirmation, in the formats such a command has (`human`, `json`). One method
+/// per format, none with a default; the front end's one function that shows an answer
+/// matches every [`Format`] (a format without a method here is [`Unsupported`]), so a new
+/// format is refused by every command until this trait has its method, and then every
+/// answer must say how it looks in it.
+pub trait Answer {
+    /// The command, for errors: `datum backup list`.
+    fn what(&self) -> &'static str;
+
+    /// Text for a person, written to `out` as it is made (a long listing is never held
+    /// whole); `paint` is on only for a terminal that wants colour. What goes to stderr
+    /// beside it (diagnostics) is written there by this method too.
+    fn human(&self, out: &mut dyn std::io::Write, paint: Paint) -> std::io::Result<()>;
+
+    /// The JSON value; [`crate::json::document`] makes it the document (`format_version`,
+    /// RFC 3339 times), putting a value that is not an object under [`Answer::json_key`].
+    fn json(&self) -> serde_json::Result<serde_json::Value>;
+
+    /// The key of a value that is not an object (`backups` for a list); an object is the
+    /// document itself and may say `""`.
+    fn json_key(&self) -> &'static str;
 }
 
 /// The formats `report` can be rendered in.
@@ -172,6 +215,15 @@ mod tests {
             "the plain report cannot be shown as markdown (--output markdown); it can be shown as: human, json"
         );
         assert_eq!(supported(&Plain(true)), Format::ALL.to_vec());
+    }
+
+    #[test]
+    fn progress_is_drawn_for_a_person_at_a_terminal_only() {
+        let drawn: Vec<Format> = Format::ALL
+            .into_iter()
+            .filter(|f| f.wants_progress())
+            .collect();
+        assert_eq!(drawn, [Format::Human]);
     }
 
     #[test]

@@ -9,11 +9,11 @@ use clap::Subcommand;
 use datum_core::ResourceId;
 use datum_host::lock::RootLock;
 use datum_host::{FileKind, HostError};
-use datum_store::backup::{BackupReason, Retention, SavedFrom};
-
+use datum_report::render::Answer;
 use datum_report::style::{self, Paint};
+use datum_store::backup::{BackupEntry, BackupReason, Retention, SavedFrom};
 
-use crate::cli::{Format, GlobalArgs};
+use crate::cli::GlobalArgs;
 use crate::context;
 use crate::exit::ExitCode;
 
@@ -46,7 +46,6 @@ fn backup_id(text: &str) -> Result<u64, String> {
 }
 
 pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
-    let mut out = std::io::stdout();
     // Listing and showing only read: on a root with no backup store yet
     // they make none (no folder, no index), they say there is nothing.
     let store = match cmd {
@@ -60,12 +59,15 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
             BackupCommand::Show { id } => {
                 bail!("no backup entry with id {id}: there are no backups")
             }
-            _ if global.output == Format::Json => {
-                crate::render::json::print("backups", serde_json::Value::Array(Vec::new()))?;
-                Ok(ExitCode::Clean)
-            }
-            _ => {
-                writeln!(out, "no backups")?;
+            // An empty listing (a restore always has a store).
+            BackupCommand::List { .. } | BackupCommand::Restore { .. } => {
+                crate::render::emit(
+                    &Listed {
+                        entries: Vec::new(),
+                        global,
+                    },
+                    global,
+                )?;
                 Ok(ExitCode::Clean)
             }
         };
@@ -73,75 +75,18 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
     match cmd {
         BackupCommand::List { path } => {
             let entries = store.list(path.as_deref())?;
-            if global.output == Format::Json {
-                // The key is read (or made) only when some entry needs it.
-                let key = if entries.iter().any(|e| e.sensitive) {
-                    context::digest_key(global)
-                } else {
-                    None
-                };
-                let shown = entries
-                    .iter()
-                    .map(|e| entry_json(e, key.as_ref()))
-                    .collect::<serde_json::Result<Vec<_>>>()?;
-                crate::render::json::print("backups", serde_json::Value::Array(shown))?;
-            } else if entries.is_empty() {
-                writeln!(out, "no backups")?;
-            } else {
-                let paint = Paint::new(context::use_color(global));
-                let header = format!(
-                    "{:<10} {:<20} {:<8} {:>9}  {:<28} PATH",
-                    "ID", "SAVED", "REASON", "BYTES", "RESOURCE"
-                );
-                writeln!(out, "{}", paint.wrap(style::BOLD, &header))?;
-                for e in entries {
-                    let reason = e.reason.as_str();
-                    let sgr = match reason {
-                        "remove" => style::RED,
-                        "drift" | "revert" => style::YELLOW,
-                        _ => style::CYAN,
-                    };
-                    writeln!(
-                        out,
-                        "{} {:<20} {} {:>9}  {:<28} {}{}",
-                        paint.padded(style::BOLD, &e.id.to_string(), 10),
-                        datum_report::time::rfc3339(e.saved_at),
-                        paint.padded(sgr, reason, 8),
-                        e.size,
-                        e.resource,
-                        e.path.display(),
-                        if e.content_kept {
-                            ""
-                        } else {
-                            "  (too large to keep: size and checksum only)"
-                        }
-                    )?;
-                }
-            }
+            crate::render::emit(&Listed { entries, global }, global)?;
         }
         BackupCommand::Show { id } => {
             let (entry, bytes) = store.get(*id)?;
-            if global.output == Format::Json {
-                // The entry as `list` shows it, and the content as text when
-                // it is UTF-8 (else null, with `binary`: the human form
-                // prints the bytes); a sensitive entry's content never.
-                let key = entry
-                    .sensitive
-                    .then(|| context::digest_key(global))
-                    .flatten();
-                let mut doc = entry_json(&entry, key.as_ref())?;
-                let text = std::str::from_utf8(&bytes).ok();
-                doc["content"] = match (entry.sensitive, text) {
-                    (false, Some(text)) => serde_json::json!(text),
-                    _ => serde_json::Value::Null,
-                };
-                doc["binary"] = serde_json::json!(!entry.sensitive && text.is_none());
-                crate::render::json::print("backup", doc)?;
-            } else if entry.sensitive {
-                writeln!(out, "{}", datum_core::SENSITIVE_PLACEHOLDER)?;
-            } else {
-                out.write_all(&bytes)?;
-            }
+            crate::render::emit(
+                &Shown {
+                    entry,
+                    bytes,
+                    global,
+                },
+                global,
+            )?;
         }
         BackupCommand::Restore { id } => {
             let (entry, bytes) = store.get(*id)?;
@@ -225,26 +170,157 @@ pub fn run(global: &GlobalArgs, cmd: &BackupCommand) -> Result<ExitCode> {
             staged
                 .commit()
                 .with_context(|| format!("cannot restore {}", entry.path.display()))?;
-            if global.output == Format::Json {
-                let mut doc = serde_json::json!({
-                    "restored": true,
-                    "id": entry.id,
-                    "path": entry.path.to_string_lossy(),
-                    "resource": entry.resource,
-                });
-                add_path_bytes(&mut doc, &entry.path);
-                crate::render::json::print("restored", doc)?;
-            } else {
-                writeln!(
-                    out,
-                    "restored {} from backup {}",
-                    entry.path.display(),
-                    entry.id
-                )?;
-            }
+            crate::render::emit(&Restored(entry), global)?;
         }
     }
     Ok(ExitCode::Clean)
+}
+
+/// `backup list`: the entries, newest first.
+struct Listed<'a> {
+    entries: Vec<BackupEntry>,
+    /// Where the digest key is, read (or made) only for the JSON of a
+    /// sensitive entry.
+    global: &'a GlobalArgs,
+}
+
+impl Answer for Listed<'_> {
+    fn what(&self) -> &'static str {
+        "datum backup list"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "backups"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        // The key is read (or made) only when some entry needs it.
+        let key = if self.entries.iter().any(|e| e.sensitive) {
+            context::digest_key(self.global)
+        } else {
+            None
+        };
+        let shown = self
+            .entries
+            .iter()
+            .map(|e| entry_json(e, key.as_ref()))
+            .collect::<serde_json::Result<Vec<_>>>()?;
+        Ok(serde_json::Value::Array(shown))
+    }
+
+    fn human(&self, out: &mut dyn Write, paint: Paint) -> std::io::Result<()> {
+        if self.entries.is_empty() {
+            return writeln!(out, "no backups");
+        }
+        let header = format!(
+            "{:<10} {:<20} {:<8} {:>9}  {:<28} PATH",
+            "ID", "SAVED", "REASON", "BYTES", "RESOURCE"
+        );
+        writeln!(out, "{}", paint.wrap(style::BOLD, &header))?;
+        for e in &self.entries {
+            let reason = e.reason.as_str();
+            let sgr = match reason {
+                "remove" => style::RED,
+                "drift" | "revert" => style::YELLOW,
+                _ => style::CYAN,
+            };
+            writeln!(
+                out,
+                "{} {:<20} {} {:>9}  {:<28} {}{}",
+                paint.padded(style::BOLD, &e.id.to_string(), 10),
+                datum_report::time::rfc3339(e.saved_at),
+                paint.padded(sgr, reason, 8),
+                e.size,
+                e.resource,
+                e.path.display(),
+                if e.content_kept {
+                    ""
+                } else {
+                    "  (too large to keep: size and checksum only)"
+                }
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `backup show`: one entry and its content.
+struct Shown<'a> {
+    entry: BackupEntry,
+    bytes: Vec<u8>,
+    /// Where the digest key is, read only for the JSON of a sensitive entry.
+    global: &'a GlobalArgs,
+}
+
+impl Answer for Shown<'_> {
+    fn what(&self) -> &'static str {
+        "datum backup show"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "backup"
+    }
+
+    /// The entry as `list` shows it, and the content as text when it is
+    /// UTF-8 (else null, with `binary`: the human form prints the bytes); a
+    /// sensitive entry's content never.
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        let entry = &self.entry;
+        let key = entry
+            .sensitive
+            .then(|| context::digest_key(self.global))
+            .flatten();
+        let mut doc = entry_json(entry, key.as_ref())?;
+        let text = std::str::from_utf8(&self.bytes).ok();
+        doc["content"] = match (entry.sensitive, text) {
+            (false, Some(text)) => serde_json::json!(text),
+            _ => serde_json::Value::Null,
+        };
+        doc["binary"] = serde_json::json!(!entry.sensitive && text.is_none());
+        Ok(doc)
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        if self.entry.sensitive {
+            writeln!(out, "{}", datum_core::SENSITIVE_PLACEHOLDER)
+        } else {
+            out.write_all(&self.bytes)
+        }
+    }
+}
+
+/// `backup restore`: the entry put back.
+struct Restored(BackupEntry);
+
+impl Answer for Restored {
+    fn what(&self) -> &'static str {
+        "datum backup restore"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "restored"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        let entry = &self.0;
+        let mut doc = serde_json::json!({
+            "restored": true,
+            "id": entry.id,
+            "path": entry.path.to_string_lossy(),
+            "resource": entry.resource,
+        });
+        add_path_bytes(&mut doc, &entry.path);
+        Ok(doc)
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        writeln!(
+            out,
+            "restored {} from backup {}",
+            self.0.path.display(),
+            self.0.id
+        )
+    }
 }
 
 /// `path_bytes` beside a `path` that is not UTF-8 (its exact bytes).
@@ -266,7 +342,7 @@ fn add_path_bytes(doc: &mut serde_json::Value, path: &std::path::Path) {
 /// (the one `datum catalogue` shows for the same content), or null where
 /// there is no key.
 fn entry_json(
-    entry: &datum_store::backup::BackupEntry,
+    entry: &BackupEntry,
     key: Option<&datum_core::DigestKey>,
 ) -> serde_json::Result<serde_json::Value> {
     // A path that is not UTF-8 (a Tree entry's name can be any bytes) reads
@@ -274,7 +350,7 @@ fn entry_json(
     // failed the whole listing.
     let mut v = match entry.path.to_str() {
         Some(_) => serde_json::to_value(entry)?,
-        None => serde_json::to_value(datum_store::backup::BackupEntry {
+        None => serde_json::to_value(BackupEntry {
             path: PathBuf::from(entry.path.to_string_lossy().into_owned()),
             ..entry.clone()
         })?,

@@ -2,14 +2,17 @@
 //! without git access and deployed there with `datum pull --bundle FILE`,
 //! which verifies it like any fetch.
 
-use std::io::Write as _;
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
 use datum_pull::bundle::BundleRequest;
 
-use crate::cli::{Format, GlobalArgs};
+use datum_report::render::Answer;
+use datum_report::style::Paint;
+
+use crate::cli::GlobalArgs;
 use crate::exit::ExitCode;
 
 #[derive(Debug, Args)]
@@ -37,16 +40,34 @@ pub fn run(global: &GlobalArgs, args: &BundleArgs) -> Result<ExitCode> {
         since: args.since.clone(),
         output: cwd.join(&args.file),
     })?;
-    let mut out = std::io::stdout();
-    if global.output == Format::Json {
-        let json = serde_json::json!({
+    crate::render::emit(&Written(made), global)?;
+    Ok(ExitCode::Clean)
+}
+
+/// The bundle written.
+struct Written(datum_pull::bundle::Bundled);
+
+impl Answer for Written {
+    fn what(&self) -> &'static str {
+        "datum bundle"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "bundle"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        let made = &self.0;
+        Ok(serde_json::json!({
             "revision": made.revision,
             "ref": made.git_ref,
             "output": made.output,
             "bytes": made.bytes,
-        });
-        crate::render::json::print("bundle", json)?;
-    } else {
+        }))
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        let made = &self.0;
         writeln!(
             out,
             "wrote {} ({} at {}, {} bytes); on the host: datum pull --bundle FILE --ref {}",
@@ -55,7 +76,6 @@ pub fn run(global: &GlobalArgs, args: &BundleArgs) -> Result<ExitCode> {
             datum_pull::commit::short(&made.revision),
             made.bytes,
             made.git_ref
-        )?;
+        )
     }
-    Ok(ExitCode::Clean)
 }

@@ -5,16 +5,18 @@
 //! (a host's, a repository folder, a benchmark estate). Must not: contain
 //! fingerprint logic (that is `datum_fingerprint` and `datum_host::tree_scan`).
 
-use std::io::Write as _;
+use std::io::Write;
 use std::os::fd::AsFd as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, Result};
 use clap::Args;
-use datum_fingerprint::{Algorithm, Exclusions};
-use datum_host::tree_scan::{ScanOptions, scan_dir, scan_root_dir};
+use datum_fingerprint::{Algorithm, Digest, Exclusions};
+use datum_host::tree_scan::{ScanOptions, ScannedTree, scan_dir, scan_root_dir};
+use datum_report::render::Answer;
+use datum_report::style::Paint;
 
-use crate::cli::{Format, GlobalArgs};
+use crate::cli::GlobalArgs;
 use crate::exit::ExitCode;
 
 #[derive(Debug, Args)]
@@ -71,13 +73,40 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
     }
     let (root_hash, tree) =
         scanned.with_context(|| format!("cannot fingerprint {}", args.path.display()))?;
-    if global.output == Format::Json {
+    let answer = Fingerprinted {
+        path: &args.path,
+        compat: args.compat,
+        root_hash,
+        tree,
+    };
+    crate::render::emit(&answer, global)?;
+    Ok(ExitCode::Clean)
+}
+
+/// A tree's root hash, and with -v every entry's.
+struct Fingerprinted<'a> {
+    path: &'a Path,
+    compat: bool,
+    root_hash: Digest,
+    tree: Option<ScannedTree>,
+}
+
+impl Answer for Fingerprinted<'_> {
+    fn what(&self) -> &'static str {
+        "datum fingerprint"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "fingerprint"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
         let mut doc = serde_json::json!({
-            "path": args.path,
-            "algorithm": if args.compat { "compat" } else { "native" },
-            "fingerprint": root_hash.to_string(),
+            "path": self.path,
+            "algorithm": if self.compat { "compat" } else { "native" },
+            "fingerprint": self.root_hash.to_string(),
         });
-        if let Some(scanned) = &tree {
+        if let Some(scanned) = &self.tree {
             let entries: Vec<serde_json::Value> = scanned
                 .tree
                 .walk()
@@ -93,21 +122,21 @@ pub fn run(global: &GlobalArgs, args: &FingerprintArgs) -> Result<ExitCode> {
                 .collect();
             doc["entries"] = serde_json::json!(entries);
         }
-        crate::render::json::print("fingerprint", doc)?;
-        return Ok(ExitCode::Clean);
+        Ok(doc)
     }
-    let mut out = std::io::stdout().lock();
-    if let Some(scanned) = &tree {
-        for (path, node) in scanned.tree.walk() {
-            // A name is shown, never obeyed by the terminal.
-            let shown = if path.as_os_str().is_empty() {
-                ".".to_owned()
-            } else {
-                datum_core::text::visible(&path.display().to_string(), &[]).into_owned()
-            };
-            writeln!(out, "{}  {shown}", node.hash)?;
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        if let Some(scanned) = &self.tree {
+            for (path, node) in scanned.tree.walk() {
+                // A name is shown, never obeyed by the terminal.
+                let shown = if path.as_os_str().is_empty() {
+                    ".".to_owned()
+                } else {
+                    datum_core::text::visible(&path.display().to_string(), &[]).into_owned()
+                };
+                writeln!(out, "{}  {shown}", node.hash)?;
+            }
         }
+        writeln!(out, "{}", self.root_hash)
     }
-    writeln!(out, "{root_hash}")?;
-    Ok(ExitCode::Clean)
 }

@@ -3,7 +3,6 @@
 //! (`--output json`, each document with its `format_version`).
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
@@ -12,7 +11,10 @@ use datum_fleet::{AdminCredentials, Client, Timeouts};
 use datum_server::fleet::HistoryView;
 use datum_server::views::{DriftView, HostsView, RolloutView, SamplingView, StaleView};
 
-use crate::cli::{Format, GlobalArgs};
+use datum_report::render::Answer;
+use datum_report::style::Paint;
+
+use crate::cli::GlobalArgs;
 use crate::exit::ExitCode;
 
 #[derive(Debug, Args)]
@@ -92,14 +94,41 @@ pub fn run(global: &GlobalArgs, args: &FleetArgs) -> Result<ExitCode> {
             .get_json(&path)
             .with_context(|| format!("{}{path}", creds.server))?
     };
-    let mut out = std::io::stdout();
-    if global.output == Format::Json {
-        crate::render::json::print("view", json)?;
-        return Ok(ExitCode::Clean);
-    }
-    let color = crate::context::use_color(global);
-    write!(out, "{}", human(&args.view, json, color)?)?;
+    crate::render::emit(
+        &Shown {
+            view: &args.view,
+            json,
+        },
+        global,
+    )?;
     Ok(ExitCode::Clean)
+}
+
+/// One of the server's views, as the server gave it.
+struct Shown<'a> {
+    view: &'a FleetView,
+    json: serde_json::Value,
+}
+
+impl Answer for Shown<'_> {
+    fn what(&self) -> &'static str {
+        "datum fleet"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "view"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        Ok(self.json.clone())
+    }
+
+    /// A document the view's type does not read is an error (the server's
+    /// JSON is printed as it came, read or not).
+    fn human(&self, out: &mut dyn std::io::Write, paint: Paint) -> std::io::Result<()> {
+        let text = human(self.view, self.json.clone(), paint.on).map_err(std::io::Error::other)?;
+        write!(out, "{text}")
+    }
 }
 
 /// Drift clusters asked for per page (the most the server gives).

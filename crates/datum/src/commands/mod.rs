@@ -31,8 +31,9 @@ use crate::exit::ExitCode;
 
 /// The formats of the commands whose output is a report (`datum_report::render`).
 const REPORT: &[Format] = &Format::ALL;
-/// The formats of the commands that print their own lines or document.
-const OWN: &[Format] = &[Format::Human, Format::Json];
+/// The formats of the commands that print their own lines or document
+/// (each through `crate::render::emit`).
+pub const OWN: &[Format] = &[Format::Human, Format::Json];
 /// The agent: log lines on stderr (`--log-format json` for machines), no
 /// document; `datum check --output json` is the one-shot report.
 const LOG_ONLY: &[Format] = &[Format::Human];

@@ -4,13 +4,16 @@
 //! `--background` (hidden) is the delivery a pass starts after queueing its
 //! report: quiet, and respecting the backoff.
 
-use std::io::Write as _;
+use std::io::Write;
 
 use anyhow::{Context as _, Result};
 use clap::Args;
+use datum_report::render::Answer;
+use datum_report::style::Paint;
+use datum_store::OutboxStatus;
 use serde_json::json;
 
-use crate::cli::{Format, GlobalArgs};
+use crate::cli::GlobalArgs;
 use crate::context;
 use crate::exit::ExitCode;
 use crate::reporting::Reporting;
@@ -55,10 +58,38 @@ pub fn run(global: &GlobalArgs, args: &OutboxArgs) -> Result<ExitCode> {
         .as_ref()
         .and_then(|r| r.credentials.as_ref())
         .map(|c| c.server.clone());
-    let mut out = std::io::stdout();
-    if global.output == Format::Json {
-        let doc = json!({
-            "server": server,
+    let pending = status.depth > 0;
+    let answer = Queued {
+        server,
+        status,
+        delivered_now: delivered.as_ref().map(|d| d.delivered + d.duplicates),
+    };
+    crate::render::emit(&answer, global)?;
+    Ok(ExitCode::for_pending(pending))
+}
+
+/// The outbox, and what `--flush` delivered.
+struct Queued {
+    /// The server report.yaml names.
+    server: Option<String>,
+    status: OutboxStatus,
+    /// Delivered (or found there already) by `--flush`.
+    delivered_now: Option<u64>,
+}
+
+impl Answer for Queued {
+    fn what(&self) -> &'static str {
+        "datum outbox"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "outbox"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        let status = &self.status;
+        Ok(json!({
+            "server": self.server,
             "depth": status.depth,
             "oldest_queued_at": status.oldest_queued_at,
             "failures": status.backoff.failures,
@@ -69,15 +100,17 @@ pub fn run(global: &GlobalArgs, args: &OutboxArgs) -> Result<ExitCode> {
             "dropped_total": status.dropped_total,
             "refused_total": status.refused_total,
             "last_refused": status.last_refused,
-            "delivered_now": delivered.as_ref().map(|d| d.delivered + d.duplicates),
-        });
-        crate::render::json::print("outbox", doc)?;
-    } else {
+            "delivered_now": self.delivered_now,
+        }))
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        let status = &self.status;
         writeln!(
             out,
             "Outbox: {} report(s) queued for {}; {} delivered in all{}.",
             status.depth,
-            server.as_deref().unwrap_or("(no report.yaml)"),
+            self.server.as_deref().unwrap_or("(no report.yaml)"),
             status.delivered_total,
             if status.dropped_total > 0 || status.refused_total > 0 {
                 format!(
@@ -98,6 +131,6 @@ pub fn run(global: &GlobalArgs, args: &OutboxArgs) -> Result<ExitCode> {
         if let Some(why) = &status.last_refused {
             writeln!(out, "Last refusal: {why}")?;
         }
+        Ok(())
     }
-    Ok(ExitCode::for_pending(status.depth > 0))
 }

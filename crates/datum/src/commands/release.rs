@@ -15,13 +15,17 @@
 //!
 //! Must not: touch the host (only the state store, and the root lock).
 
+use std::io::Write;
+
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 use datum_core::ResourceId;
 use datum_host::lock::RootLock;
+use datum_report::render::Answer;
+use datum_report::style::Paint;
 use datum_store::{QuarantineSource, QuarantineTarget};
 
-use crate::cli::{Format, GlobalArgs};
+use crate::cli::GlobalArgs;
 use crate::context;
 use crate::exit::ExitCode;
 
@@ -108,13 +112,7 @@ pub fn release(global: &GlobalArgs, args: &ReleaseArgs) -> Result<ExitCode> {
         declared(global, id)?;
     }
     if store.release(&target)? {
-        if global.output == Format::Json {
-            let mut doc = target_json(&target);
-            doc["released"] = serde_json::json!(true);
-            crate::render::json::print("release", doc)?;
-        } else {
-            println!("released {}", shown(&target));
-        }
+        crate::render::emit(&Released(target), global)?;
         Ok(ExitCode::Clean)
     } else {
         bail!("{} is not quarantined", shown(&target))
@@ -147,17 +145,65 @@ pub fn quarantine(global: &GlobalArgs, args: &QuarantineArgs) -> Result<ExitCode
             shown(&target)
         );
     }
-    if global.output == Format::Json {
-        let mut doc = target_json(&target);
-        doc["quarantined"] = serde_json::json!(true);
-        doc["reason"] = serde_json::json!(args.reason);
-        doc["source"] = serde_json::json!("person");
-        crate::render::json::print("quarantine", doc)?;
-    } else {
-        println!(
-            "quarantined {}: excluded from apply and never reverted until `datum release`",
-            shown(&target)
-        );
-    }
+    let answer = Quarantined {
+        target,
+        reason: &args.reason,
+    };
+    crate::render::emit(&answer, global)?;
     Ok(ExitCode::Clean)
+}
+
+/// A quarantine a person recorded.
+struct Quarantined<'a> {
+    target: QuarantineTarget,
+    reason: &'a str,
+}
+
+impl Answer for Quarantined<'_> {
+    fn what(&self) -> &'static str {
+        "datum quarantine"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "quarantine"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        let mut doc = target_json(&self.target);
+        doc["quarantined"] = serde_json::json!(true);
+        doc["reason"] = serde_json::json!(self.reason);
+        doc["source"] = serde_json::json!("person");
+        Ok(doc)
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        writeln!(
+            out,
+            "quarantined {}: excluded from apply and never reverted until `datum release`",
+            shown(&self.target)
+        )
+    }
+}
+
+/// A quarantine released.
+struct Released(QuarantineTarget);
+
+impl Answer for Released {
+    fn what(&self) -> &'static str {
+        "datum release"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "release"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        let mut doc = target_json(&self.0);
+        doc["released"] = serde_json::json!(true);
+        Ok(doc)
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        writeln!(out, "released {}", shown(&self.0))
+    }
 }

@@ -1,15 +1,17 @@
 //! `datum server init | enroll | remove | rotate-admin | serve`: thin commands
 //! over `datum-server`.
 
-use std::io::Write as _;
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Subcommand};
 use datum_fleet::IdentityKind;
+use datum_report::render::Answer;
+use datum_report::style::Paint;
 
-use crate::cli::{Format, GlobalArgs};
+use crate::cli::GlobalArgs;
 use crate::exit::ExitCode;
 
 #[derive(Debug, Subcommand)]
@@ -108,7 +110,6 @@ pub struct ServerServeArgs {
 }
 
 pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
-    let json = global.output == Format::Json;
     match cmd {
         ServerCommand::Init(args) => {
             let made = datum_server::init_command(
@@ -122,29 +123,13 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                 },
             )
             .with_context(|| format!("cannot initialise a server in {}", args.dir.display()))?;
-            if json {
-                crate::render::json::print(
-                    "server_init",
-                    serde_json::json!({
-                        "dir": args.dir,
-                        "store": made.dir.config.store_shown(),
-                        "admin_credentials": made.dir.path(datum_server::config::ADMIN_FILE),
-                        "url": made.dir.config.url.to_string(),
-                    }),
-                )?;
-                return Ok(ExitCode::Clean);
-            }
-            let mut out = std::io::stdout();
-            writeln!(
-                out,
-                "Server folder {} ready (store: {}).\n  admin credential: {} (for `datum fleet --credentials`)\n  hosts report to:  {}\nNext: `datum server enroll HOST --dir {} --out report.yaml`, then `datum server serve --dir {}`.",
-                args.dir.display(),
-                made.dir.config.store_shown(),
-                made.dir.path(datum_server::config::ADMIN_FILE).display(),
-                made.dir.config.url,
-                args.dir.display(),
-                args.dir.display(),
-            )?;
+            let answer = Initialised {
+                dir: &args.dir,
+                store: made.dir.config.store_shown(),
+                admin_credentials: made.dir.path(datum_server::config::ADMIN_FILE),
+                url: made.dir.config.url.to_string(),
+            };
+            crate::render::emit(&answer, global)?;
             Ok(ExitCode::Clean)
         }
         ServerCommand::Enroll(args) => {
@@ -166,35 +151,13 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                 .unwrap_or_default();
             datum_server::init::write_credentials(&args.out, &credentials)
                 .with_context(|| format!("cannot write {}", args.out.display()))?;
-            if json {
-                crate::render::json::print(
-                    "server_enroll",
-                    serde_json::json!({
-                        "name": args.name,
-                        "kind": kind.word(),
-                        "credentials": args.out,
-                        "install_as": crate::reporting::REPORT_FILE,
-                        "kept": kept,
-                    }),
-                )?;
-                return Ok(ExitCode::Clean);
-            }
-            writeln!(
-                std::io::stdout(),
-                "Enrolled {} `{}`: its credentials are in {} (install as ROOT/{} on the host, mode 0600).",
-                kind.word(),
-                args.name,
-                args.out.display(),
-                crate::reporting::REPORT_FILE
-            )?;
-            if !kept.is_empty() {
-                writeln!(
-                    std::io::stdout(),
-                    "Kept from the {} it replaced: {}.",
-                    args.out.display(),
-                    kept.join(", ")
-                )?;
-            }
+            let answer = Enrolled {
+                name: &args.name,
+                kind,
+                credentials: &args.out,
+                kept,
+            };
+            crate::render::emit(&answer, global)?;
             Ok(ExitCode::Clean)
         }
         ServerCommand::Remove(args) => {
@@ -208,18 +171,7 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                     args.dir.display()
                 );
             }
-            if json {
-                crate::render::json::print(
-                    "server_remove",
-                    serde_json::json!({"name": args.name, "removed": true}),
-                )?;
-                return Ok(ExitCode::Clean);
-            }
-            writeln!(
-                std::io::stdout(),
-                "Removed `{}` from the fleet: its token no longer works (within 30 s on a server already running), and its reports, findings and history are gone; instructions asked of it stay in the audit log.",
-                args.name
-            )?;
+            crate::render::emit(&Removed { name: &args.name }, global)?;
             Ok(ExitCode::Clean)
         }
         ServerCommand::RotateAdmin(args) => {
@@ -230,18 +182,7 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
                         args.dir.display()
                     )
                 })?;
-            if json {
-                crate::render::json::print(
-                    "server_rotate_admin",
-                    serde_json::json!({"admin_credentials": path}),
-                )?;
-                return Ok(ExitCode::Clean);
-            }
-            writeln!(
-                std::io::stdout(),
-                "New admin credential in {}: every other one, and every web session, has ended (within 30 s on a server already running).",
-                path.display()
-            )?;
+            crate::render::emit(&Rotated { path }, global)?;
             Ok(ExitCode::Clean)
         }
         ServerCommand::Serve(args) => {
@@ -262,5 +203,149 @@ pub fn run(global: &GlobalArgs, cmd: &ServerCommand) -> Result<ExitCode> {
             .with_context(|| format!("datum server ({})", args.dir.display()))?;
             Ok(ExitCode::Clean)
         }
+    }
+}
+
+/// `datum server init`: the folder made.
+struct Initialised<'a> {
+    dir: &'a Path,
+    store: String,
+    admin_credentials: PathBuf,
+    url: String,
+}
+
+impl Answer for Initialised<'_> {
+    fn what(&self) -> &'static str {
+        "datum server init"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "server_init"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        Ok(serde_json::json!({
+            "dir": self.dir,
+            "store": self.store,
+            "admin_credentials": self.admin_credentials,
+            "url": self.url,
+        }))
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        writeln!(
+            out,
+            "Server folder {} ready (store: {}).\n  admin credential: {} (for `datum fleet --credentials`)\n  hosts report to:  {}\nNext: `datum server enroll HOST --dir {} --out report.yaml`, then `datum server serve --dir {}`.",
+            self.dir.display(),
+            self.store,
+            self.admin_credentials.display(),
+            self.url,
+            self.dir.display(),
+            self.dir.display(),
+        )
+    }
+}
+
+/// `datum server enroll`: the credentials written.
+struct Enrolled<'a> {
+    name: &'a str,
+    kind: IdentityKind,
+    /// The report.yaml written.
+    credentials: &'a Path,
+    /// What was kept from the file it replaced.
+    kept: Vec<&'static str>,
+}
+
+impl Answer for Enrolled<'_> {
+    fn what(&self) -> &'static str {
+        "datum server enroll"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "server_enroll"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        Ok(serde_json::json!({
+            "name": self.name,
+            "kind": self.kind.word(),
+            "credentials": self.credentials,
+            "install_as": crate::reporting::REPORT_FILE,
+            "kept": self.kept,
+        }))
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        writeln!(
+            out,
+            "Enrolled {} `{}`: its credentials are in {} (install as ROOT/{} on the host, mode 0600).",
+            self.kind.word(),
+            self.name,
+            self.credentials.display(),
+            crate::reporting::REPORT_FILE
+        )?;
+        if !self.kept.is_empty() {
+            writeln!(
+                out,
+                "Kept from the {} it replaced: {}.",
+                self.credentials.display(),
+                self.kept.join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `datum server remove`: the host (or stack) gone.
+struct Removed<'a> {
+    name: &'a str,
+}
+
+impl Answer for Removed<'_> {
+    fn what(&self) -> &'static str {
+        "datum server remove"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "server_remove"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        Ok(serde_json::json!({"name": self.name, "removed": true}))
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        writeln!(
+            out,
+            "Removed `{}` from the fleet: its token no longer works (within 30 s on a server already running), and its reports, findings and history are gone; instructions asked of it stay in the audit log.",
+            self.name
+        )
+    }
+}
+
+/// `datum server rotate-admin`: the new admin credential.
+struct Rotated {
+    path: PathBuf,
+}
+
+impl Answer for Rotated {
+    fn what(&self) -> &'static str {
+        "datum server rotate-admin"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "server_rotate_admin"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        Ok(serde_json::json!({"admin_credentials": self.path}))
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        writeln!(
+            out,
+            "New admin credential in {}: every other one, and every web session, has ended (within 30 s on a server already running).",
+            self.path.display()
+        )
     }
 }

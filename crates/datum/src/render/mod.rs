@@ -14,7 +14,7 @@ use std::io::Write;
 
 use datum_core::{Action, Outcome};
 use datum_engine::{Event, Mode, PassSummary, Reporter, ResourceReport};
-use datum_report::render::Render;
+use datum_report::render::{Answer, Format, Render, Unsupported};
 use datum_report::style::{self, Paint};
 
 use crate::cli::GlobalArgs;
@@ -29,6 +29,30 @@ pub fn print(report: &(impl Render + ?Sized), global: &GlobalArgs) -> anyhow::Re
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;
+    Ok(())
+}
+
+/// Writes a command's own answer (a listing, a status, a confirmation) to
+/// stdout in the format `--output` chose: the one place such a command's
+/// format is looked at. Every format is matched (no wildcard): a new one is
+/// refused here until [`Answer`] has a method for it. `commands::formats`
+/// refuses Markdown before the command runs; this says the same if it is
+/// reached.
+pub fn emit(answer: &(impl Answer + ?Sized), global: &GlobalArgs) -> anyhow::Result<()> {
+    match global.output {
+        Format::Human => {
+            let paint = Paint::new(crate::context::use_color(global));
+            let mut stdout = std::io::stdout().lock();
+            answer.human(&mut stdout, paint)?;
+            stdout.flush()?;
+        }
+        Format::Json => json::print(answer.json_key(), answer.json()?)?,
+        Format::Markdown => {
+            return Err(
+                Unsupported::new(answer.what(), global.output, crate::commands::OWN).into(),
+            );
+        }
+    }
     Ok(())
 }
 

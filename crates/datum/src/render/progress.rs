@@ -46,9 +46,9 @@ fn terminal() -> bool {
 }
 
 /// Whether a command whose result leaves as `output` draws progress: for a
-/// person (`--output human`) on a terminal only.
+/// person (`--output human`: `Format::wants_progress`) on a terminal only.
 pub fn wanted(output: Format) -> bool {
-    output == Format::Human && terminal()
+    output.wants_progress() && terminal()
 }
 
 /// A bar over `total` resources, or `None` when stderr is not a terminal
