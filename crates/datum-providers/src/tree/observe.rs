@@ -211,18 +211,35 @@ pub(super) fn scan_and_compare(
         .and_then(|g| host.lookup_group(g).ok());
     let meta = d.entry_meta(uid, gid);
     let proved = Arc::new(Mutex::new(HashSet::<PathBuf>::new()));
+    // The folders found to differ whose folder is not finished yet.
+    let differ = Arc::new(Mutex::new(HashSet::<PathBuf>::new()));
     let prune = {
-        let (entries, exclusions, proved) = (
+        let (entries, exclusions, proved, differ) = (
             Arc::clone(&d.entries),
             exclusions.clone(),
             Arc::clone(&proved),
+            Arc::clone(&differ),
         );
         Prune(Arc::new(
             move |rel: &Path, node: &datum_fingerprint::FingerprintedNode| {
                 let mut proved = proved.lock().unwrap_or_else(PoisonError::into_inner);
-                let equal = compare::proves(&entries, &meta, &exclusions, &proved, rel, node);
+                let mut differ = differ.lock().unwrap_or_else(PoisonError::into_inner);
+                // A folder holding one found to differ differs: its hash
+                // holds that folder's, which is not the host's. Not walked
+                // again (the folders above a difference D deep were each
+                // compared down to the bottom: cubic in D).
+                let mut below_differs = false;
+                for (name, child) in &node.children {
+                    if child.entry.kind() == datum_fingerprint::EntryKind::Directory {
+                        below_differs |= differ.remove(&rel.join(bytes_path(name)));
+                    }
+                }
+                let equal = !below_differs
+                    && compare::proves(&entries, &meta, &exclusions, &proved, rel, node);
                 if equal {
                     proved.insert(rel.to_path_buf());
+                } else {
+                    differ.insert(rel.to_path_buf());
                 }
                 equal
             },
