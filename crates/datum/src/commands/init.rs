@@ -12,7 +12,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use crate::cli::{Format, GlobalArgs};
+use datum_report::render::Answer;
+use datum_report::style::Paint;
+
+use crate::cli::GlobalArgs;
 use crate::exit::ExitCode;
 
 #[derive(Debug, Args)]
@@ -150,32 +153,52 @@ pub fn run(global: &GlobalArgs, args: &InitArgs) -> Result<ExitCode> {
         eprint!("{}", diagnostics.render(false));
         bail!("the new repository does not lint clean (a bug in datum init)");
     }
-    let mut out = std::io::stdout();
-    match global.output {
-        Format::Json => {
-            let doc = serde_json::json!({
-                "repository": dir,
-                "host": host,
-                "files": files.iter().map(|(p, _)| p).collect::<Vec<_>>(),
-            });
-            crate::render::json::print("", doc)?;
-        }
-        // Refused before the command ran (`commands::formats`).
-        Format::Markdown => return Err(super::refused("datum init", global)),
-        Format::Human => {
-            let d = dir.display();
-            writeln!(out, "created a Datum repository in {d}:")?;
-            for (p, _) in &files {
-                writeln!(out, "  {p}")?;
-            }
-            writeln!(
-                out,
-                "\nnext:\n  datum --repo {d} lint --all-hosts\n  \
-                 datum --repo {d} --host-file {d}/hosts/{host}.yaml plan\n  \
-                 sudo datum --repo {d} --host-file {d}/hosts/{host}.yaml apply\n  \
-                 sudo datum --repo {d} --host-file {d}/hosts/{host}.yaml check"
-            )?;
-        }
-    }
+    let answer = Created {
+        dir: &dir,
+        host: &host,
+        files: &files,
+    };
+    crate::render::emit(&answer, global)?;
     Ok(ExitCode::Clean)
+}
+
+/// The repository made, and the next steps.
+struct Created<'a> {
+    dir: &'a Path,
+    host: &'a str,
+    /// Its files (path, text), relative to `dir`.
+    files: &'a [(String, String)],
+}
+
+impl Answer for Created<'_> {
+    fn what(&self) -> &'static str {
+        "datum init"
+    }
+
+    fn json_key(&self) -> &'static str {
+        ""
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        Ok(serde_json::json!({
+            "repository": self.dir,
+            "host": self.host,
+            "files": self.files.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+        }))
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        let (d, host) = (self.dir.display(), self.host);
+        writeln!(out, "created a Datum repository in {d}:")?;
+        for (p, _) in self.files {
+            writeln!(out, "  {p}")?;
+        }
+        writeln!(
+            out,
+            "\nnext:\n  datum --repo {d} lint --all-hosts\n  \
+             datum --repo {d} --host-file {d}/hosts/{host}.yaml plan\n  \
+             sudo datum --repo {d} --host-file {d}/hosts/{host}.yaml apply\n  \
+             sudo datum --repo {d} --host-file {d}/hosts/{host}.yaml check"
+        )
+    }
 }

@@ -8,7 +8,10 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use datum_catalog::{Diagnostics, HostIdentity};
 
-use crate::cli::{Format, GlobalArgs};
+use datum_report::render::Answer;
+use datum_report::style::Paint;
+
+use crate::cli::GlobalArgs;
 use crate::context::use_color;
 use crate::exit::ExitCode;
 
@@ -37,36 +40,59 @@ pub fn run(global: &GlobalArgs, args: &LintArgs) -> Result<ExitCode> {
         &global.labels,
     )?;
     let diagnostics = datum_catalog::lint(&global.repo, identity.as_ref());
-    let mut out = std::io::stdout();
-    match global.output {
-        Format::Json => {
-            let doc = serde_json::json!({
-                "repository": global.repo,
-                "errors": diagnostics.error_count(),
-                "host_checked": identity.is_some(),
-                "diagnostics": diagnostics,
-            });
-            crate::render::json::print("", doc)?;
-        }
-        // Refused before the command ran (`commands::formats`).
-        Format::Markdown => return Err(super::refused("datum lint", global)),
-        Format::Human => {
-            eprint!("{}", diagnostics.render(use_color(global)));
-            if identity.is_none() {
-                eprintln!("{}", NO_HOST_CHECKS);
-            }
-            if diagnostics.error_count() == 0 {
-                writeln!(out, "{}: no errors", global.repo.display())?;
-            } else {
-                eprintln!("error: {} error(s) found", diagnostics.error_count());
-            }
-        }
-    }
+    let answer = Linted {
+        repo: &global.repo,
+        diagnostics: &diagnostics,
+        host_checked: identity.is_some(),
+    };
+    crate::render::emit(&answer, global)?;
     Ok(if diagnostics.error_count() == 0 {
         ExitCode::Clean
     } else {
         ExitCode::ERROR
     })
+}
+
+/// The repository's diagnostics (for this host when it has an identity).
+struct Linted<'a> {
+    repo: &'a Path,
+    diagnostics: &'a Diagnostics,
+    /// Templates were rendered and host checks run for a host identity.
+    host_checked: bool,
+}
+
+impl Answer for Linted<'_> {
+    fn what(&self) -> &'static str {
+        "datum lint"
+    }
+
+    fn json_key(&self) -> &'static str {
+        ""
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        Ok(serde_json::json!({
+            "repository": self.repo,
+            "errors": self.diagnostics.error_count(),
+            "host_checked": self.host_checked,
+            "diagnostics": self.diagnostics,
+        }))
+    }
+
+    /// The diagnostics on stderr, as a compiler writes them; "no errors" on
+    /// stdout.
+    fn human(&self, out: &mut dyn Write, paint: Paint) -> std::io::Result<()> {
+        eprint!("{}", self.diagnostics.render(paint.on));
+        if !self.host_checked {
+            eprintln!("{}", NO_HOST_CHECKS);
+        }
+        if self.diagnostics.error_count() == 0 {
+            writeln!(out, "{}: no errors", self.repo.display())?;
+        } else {
+            eprintln!("error: {} error(s) found", self.diagnostics.error_count());
+        }
+        Ok(())
+    }
 }
 
 /// Said when lint has no host to compile for: what depends on the host
@@ -112,6 +138,90 @@ struct HostLint {
     diagnostics: Diagnostics,
 }
 
+/// `--all-hosts`: each host file's result.
+struct HostsLinted<'a> {
+    repo: &'a Path,
+    results: &'a [HostLint],
+    /// Hosts whose file could not be read or whose catalogue has errors.
+    failed: usize,
+}
+
+impl Answer for HostsLinted<'_> {
+    fn what(&self) -> &'static str {
+        "datum lint"
+    }
+
+    fn json_key(&self) -> &'static str {
+        ""
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        let hosts: Vec<serde_json::Value> = self
+            .results
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "file": r.file,
+                    "host": r.host,
+                    "error": r.unreadable,
+                    // A host file that could not be read or parsed is
+                    // one error, as it is one failed host.
+                    "errors": r.diagnostics.error_count() + usize::from(r.unreadable.is_some()),
+                    "diagnostics": r.diagnostics,
+                })
+            })
+            .collect();
+        Ok(serde_json::json!({
+            "repository": self.repo,
+            "hosts": hosts,
+            "failed": self.failed,
+        }))
+    }
+
+    /// Each host's diagnostics on stderr, its "no errors" on stdout.
+    fn human(&self, out: &mut dyn Write, paint: Paint) -> std::io::Result<()> {
+        let color = paint.on;
+        for r in self.results {
+            let file = r.file.display();
+            match (&r.unreadable, &r.host) {
+                // The error names the file (and the line, when it
+                // was read but is malformed) itself.
+                (Some(e), _) => match &r.shown {
+                    Some(shown) => eprint!("{}", shown.render(color)),
+                    None => eprintln!("error: {e}"),
+                },
+                (None, Some(host)) if r.diagnostics.error_count() == 0 => {
+                    eprint!("{}", r.diagnostics.render(color));
+                    writeln!(out, "{host} ({file}): no errors")?;
+                }
+                (None, host) => {
+                    eprintln!(
+                        "{} ({file}): {} error(s)",
+                        host.as_deref().unwrap_or("?"),
+                        r.diagnostics.error_count()
+                    );
+                    eprint!("{}", r.diagnostics.render(color));
+                }
+            }
+        }
+        if self.failed == 0 {
+            writeln!(
+                out,
+                "{}: {} host(s), no errors",
+                self.repo.display(),
+                self.results.len()
+            )?;
+        } else {
+            eprintln!(
+                "error: {} of {} host(s) do not compile",
+                self.failed,
+                self.results.len()
+            );
+        }
+        Ok(())
+    }
+}
+
 fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
     let files = host_files(&global.repo)?;
     let repository = match datum_catalog::load(&global.repo) {
@@ -152,72 +262,12 @@ fn all_hosts(global: &GlobalArgs) -> Result<ExitCode> {
         .iter()
         .filter(|r| r.unreadable.is_some() || r.diagnostics.error_count() > 0)
         .count();
-    let mut out = std::io::stdout();
-    match global.output {
-        Format::Json => {
-            let hosts: Vec<serde_json::Value> = results
-                .iter()
-                .map(|r| {
-                    serde_json::json!({
-                        "file": r.file,
-                        "host": r.host,
-                        "error": r.unreadable,
-                        // A host file that could not be read or parsed is
-                        // one error, as it is one failed host.
-                        "errors": r.diagnostics.error_count() + usize::from(r.unreadable.is_some()),
-                        "diagnostics": r.diagnostics,
-                    })
-                })
-                .collect();
-            let doc = serde_json::json!({
-                "repository": global.repo,
-                "hosts": hosts,
-                "failed": failed,
-            });
-            crate::render::json::print("", doc)?;
-        }
-        // Refused before the command ran (`commands::formats`).
-        Format::Markdown => return Err(super::refused("datum lint", global)),
-        Format::Human => {
-            let color = use_color(global);
-            for r in &results {
-                let file = r.file.display();
-                match (&r.unreadable, &r.host) {
-                    // The error names the file (and the line, when it
-                    // was read but is malformed) itself.
-                    (Some(e), _) => match &r.shown {
-                        Some(shown) => eprint!("{}", shown.render(color)),
-                        None => eprintln!("error: {e}"),
-                    },
-                    (None, Some(host)) if r.diagnostics.error_count() == 0 => {
-                        eprint!("{}", r.diagnostics.render(color));
-                        writeln!(out, "{host} ({file}): no errors")?;
-                    }
-                    (None, host) => {
-                        eprintln!(
-                            "{} ({file}): {} error(s)",
-                            host.as_deref().unwrap_or("?"),
-                            r.diagnostics.error_count()
-                        );
-                        eprint!("{}", r.diagnostics.render(color));
-                    }
-                }
-            }
-            if failed == 0 {
-                writeln!(
-                    out,
-                    "{}: {} host(s), no errors",
-                    global.repo.display(),
-                    results.len()
-                )?;
-            } else {
-                eprintln!(
-                    "error: {failed} of {} host(s) do not compile",
-                    results.len()
-                );
-            }
-        }
-    }
+    let answer = HostsLinted {
+        repo: &global.repo,
+        results: &results,
+        failed,
+    };
+    crate::render::emit(&answer, global)?;
     Ok(if failed == 0 {
         ExitCode::Clean
     } else {

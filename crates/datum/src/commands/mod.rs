@@ -26,7 +26,7 @@ use anyhow::{Context, Result};
 
 use datum_report::render::{Format, Unsupported};
 
-use crate::cli::{Cli, Command, GlobalArgs};
+use crate::cli::{Cli, Command};
 use crate::exit::ExitCode;
 
 /// The formats of the commands whose output is a report (`datum_report::render`).
@@ -77,13 +77,6 @@ pub fn name(command: &Command) -> String {
         .find(|c| c.get_name().replace('-', "").eq_ignore_ascii_case(variant))
         .map_or_else(|| variant.to_lowercase(), |c| c.get_name().to_owned());
     format!("datum {name}")
-}
-
-/// The error for a format a command has no form in (exit 1, before
-/// anything ran). Commands that print their own output match every format
-/// and end in this for the ones `formats` already refused.
-pub fn refused(command: &str, global: &GlobalArgs) -> anyhow::Error {
-    Unsupported::new(command, global.output, OWN).into()
 }
 
 pub fn run(cli: &Cli) -> Result<ExitCode> {

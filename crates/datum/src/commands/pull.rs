@@ -5,15 +5,18 @@
 //! Also what the agent's puller calls ([`settle`], [`pull_once`]): the same
 //! settings, the same lint gate, never `--allow-rollback`.
 
-use std::io::Write as _;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::Args;
-use datum_pull::{Outcome, Overrides, PullConfig, PullError, Step};
+use datum_pull::{DeployedRevision, Outcome, Overrides, PullConfig, PullError, Step};
+use datum_report::render::Answer;
+use datum_report::style::Paint;
+use datum_store::StoredDeployment;
 
-use crate::cli::{Format, GlobalArgs};
+use crate::cli::GlobalArgs;
 use crate::context::{self, StoreNeed};
 use crate::exit::ExitCode;
 
@@ -101,49 +104,117 @@ pub fn run(global: &GlobalArgs, args: &PullArgs) -> Result<ExitCode> {
             // The same document as every other pull that deploys nothing
             // (`reason` from the same words: the settings, or the host when
             // `pull.yaml` could not be read or trusted).
-            if global.output == Format::Json {
-                crate::render::json::print("", settings_error_json(&e))?;
-            }
+            crate::render::emit(&NotDeployed::Settings(&e), global)?;
             return Err(e);
         }
     };
     let who = args
         .allow_rollback
         .then(datum_host::accounts::invoking_user);
-    let mut progress = Progress::new(global.output == Format::Human);
+    // The step under way is drawn for a person watching the terminal only:
+    // what the format changes here is what is done, not how the answer
+    // looks, so it asks the format (`wants_progress`), never compares it.
+    let mut progress = Progress::new(global.output.wants_progress());
     let outcome = pull_once(global, &config, who, args.move_deploy, &mut |step| {
         progress.step(step)
     });
     progress.finish();
-    let mut out = std::io::stdout();
     match outcome {
         Ok(outcome) => {
             for w in warnings(&outcome) {
                 eprintln!("warning: {w}");
             }
-            match global.output {
-                Format::Json => crate::render::json::print("", outcome_json(&outcome))?,
-                // Refused before the command ran (`commands::formats`).
-                Format::Markdown => return Err(super::refused("datum pull", global)),
-                Format::Human => writeln!(out, "{}", outcome_line(&outcome, &config))?,
-            }
-            Ok(ExitCode::for_pending(matches!(
-                outcome,
-                Outcome::Deployed(_)
-            )))
+            let deployed = matches!(outcome, Outcome::Deployed(_));
+            crate::render::emit(
+                &Pulled {
+                    outcome,
+                    config: &config,
+                },
+                global,
+            )?;
+            Ok(ExitCode::for_pending(deployed))
         }
         Err(e) => {
-            if global.output == Format::Json {
+            let failed = NotDeployed::Failed {
+                error: &e,
+                root: &global.root,
+                config: &config,
+            };
+            crate::render::emit(&failed, global)?;
+            Err(e.into())
+        }
+    }
+}
+
+/// A pull that deployed or found its revision deployed already.
+struct Pulled<'a> {
+    outcome: Outcome,
+    config: &'a PullConfig,
+}
+
+impl Answer for Pulled<'_> {
+    fn what(&self) -> &'static str {
+        "datum pull"
+    }
+
+    fn json_key(&self) -> &'static str {
+        ""
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        Ok(outcome_json(&self.outcome))
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        writeln!(out, "{}", outcome_line(&self.outcome, self.config))
+    }
+}
+
+/// A pull that deployed nothing, before the command fails with the error:
+/// under `--output json` a document saying so (stdout holds one document
+/// in every outcome); for a person, nothing more than the error, which is
+/// written to stderr as every command's is.
+enum NotDeployed<'a> {
+    /// The settings could not be settled.
+    Settings(&'a anyhow::Error),
+    /// The pull refused the revision or failed.
+    Failed {
+        error: &'a PullError,
+        root: &'a Path,
+        config: &'a PullConfig,
+    },
+}
+
+impl Answer for NotDeployed<'_> {
+    fn what(&self) -> &'static str {
+        "datum pull"
+    }
+
+    fn json_key(&self) -> &'static str {
+        ""
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        Ok(match self {
+            NotDeployed::Settings(e) => settings_error_json(e),
+            NotDeployed::Failed {
+                error,
+                root,
+                config,
+            } => {
                 // What stays deployed, for a failure too (a refusal knows):
                 // the revision the link's checkout says it is.
-                let link = datum_host::paths::resolve(&global.root, &config.deploy).ok();
+                let link = datum_host::paths::resolve(root, &config.deploy).ok();
                 let deployed = link
                     .and_then(|l| datum_pull::deployed_revision(&l))
                     .map(|d| d.commit);
-                crate::render::json::print("", error_json(&e, deployed))?;
+                error_json(error, deployed)
             }
-            Err(e.into())
-        }
+        })
+    }
+
+    fn human(&self, _out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
@@ -351,59 +422,89 @@ fn status(global: &GlobalArgs, args: &PullArgs, overrides: &Overrides) -> Result
         Some(store) => store.deployments(20)?,
         None => Vec::new(),
     };
-    let mut out = std::io::stdout();
-    if global.output == Format::Json {
-        let json = serde_json::json!({
-            "link": link,
-            "deployed": deployed,
-            "history": history,
-        });
-        crate::render::json::print("status", json)?;
-        return Ok(ExitCode::Clean);
-    }
-    match &deployed {
-        Some(d) => writeln!(
-            out,
-            "{}: {} ({} from {}), signed by {} ({})",
-            link.display(),
-            d.commit,
-            d.git_ref,
-            d.source,
-            d.signer,
-            d.key
-        )?,
-        None => writeln!(
-            out,
-            "{}: no revision deployed by datum pull",
-            link.display()
-        )?,
-    }
-    if history.is_empty() {
-        writeln!(out, "no deployments recorded")?;
-    }
-    for h in &history {
-        let d = &h.deployment;
-        let at = humantime::format_rfc3339_seconds(
-            std::time::UNIX_EPOCH + Duration::from_secs(d.deployed_at.max(0) as u64),
-        );
-        let mut line = format!(
-            "{at}  {}  {} signed by {}",
-            short(&d.revision),
-            d.git_ref,
-            d.signer
-        );
-        if let Some(p) = &d.previous {
-            line.push_str(&format!(", replacing {}", short(p)));
-        }
-        if d.rollback {
-            line.push_str(&format!(
-                "  ROLLBACK allowed by {}",
-                d.allowed_by.as_deref().unwrap_or("(unknown)")
-            ));
-        }
-        writeln!(out, "{line}")?;
-    }
+    crate::render::emit(
+        &Status {
+            link,
+            deployed,
+            history,
+        },
+        global,
+    )?;
     Ok(ExitCode::Clean)
+}
+
+/// `datum pull --status`.
+struct Status {
+    /// The link the agent reads the repository through.
+    link: PathBuf,
+    deployed: Option<DeployedRevision>,
+    /// The recent deployments, newest first.
+    history: Vec<StoredDeployment>,
+}
+
+impl Answer for Status {
+    fn what(&self) -> &'static str {
+        "datum pull --status"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "status"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        Ok(serde_json::json!({
+            "link": self.link,
+            "deployed": self.deployed,
+            "history": self.history,
+        }))
+    }
+
+    fn human(&self, out: &mut dyn Write, _paint: Paint) -> std::io::Result<()> {
+        let link = &self.link;
+        match &self.deployed {
+            Some(d) => writeln!(
+                out,
+                "{}: {} ({} from {}), signed by {} ({})",
+                link.display(),
+                d.commit,
+                d.git_ref,
+                d.source,
+                d.signer,
+                d.key
+            )?,
+            None => writeln!(
+                out,
+                "{}: no revision deployed by datum pull",
+                link.display()
+            )?,
+        }
+        if self.history.is_empty() {
+            writeln!(out, "no deployments recorded")?;
+        }
+        for h in &self.history {
+            let d = &h.deployment;
+            let at = humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + Duration::from_secs(d.deployed_at.max(0) as u64),
+            );
+            let mut line = format!(
+                "{at}  {}  {} signed by {}",
+                short(&d.revision),
+                d.git_ref,
+                d.signer
+            );
+            if let Some(p) = &d.previous {
+                line.push_str(&format!(", replacing {}", short(p)));
+            }
+            if d.rollback {
+                line.push_str(&format!(
+                    "  ROLLBACK allowed by {}",
+                    d.allowed_by.as_deref().unwrap_or("(unknown)")
+                ));
+            }
+            writeln!(out, "{line}")?;
+        }
+        Ok(())
+    }
 }
 
 /// A spinner with the step on stderr, on a terminal only.

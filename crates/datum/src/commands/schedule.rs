@@ -7,14 +7,15 @@
 //!
 //! Must not: inspect the host (it reads the catalogue and the store).
 
-use std::io::Write as _;
+use std::io::Write;
 
 use anyhow::Result;
 use datum_drift::classes::Classes;
 use datum_drift::schedule::{ScheduleRow, format_ms};
+use datum_report::render::Answer;
 use datum_report::style::{self, Paint};
 
-use crate::cli::{Format, GlobalArgs};
+use crate::cli::GlobalArgs;
 use crate::context;
 use crate::exit::ExitCode;
 
@@ -81,123 +82,135 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             row
         })
         .collect();
-    let mut out = std::io::stdout().lock();
-    match global.output {
-        Format::Json => {
-            drop(out);
-            crate::render::json::print("classes", serde_json::to_value(&rows)?)?;
-            return Ok(ExitCode::Clean);
-        }
-        // Refused before the command ran (`commands::formats`).
-        Format::Markdown => return Err(super::refused("datum schedule", global)),
-        Format::Human => {
-            let paint = Paint::new(context::use_color(global));
-            let header = format!(
-                "{:<12} {:>9} {:>16} {:<10} {:<10} {:>9} {:>9} {:>16}",
-                "CLASS",
-                "RESOURCES",
-                "INTERVAL/WATCH",
-                "CONTENT",
-                "POLICY",
-                "P50",
-                "P95",
-                "DETECTED WITHIN"
-            );
-            writeln!(out, "{}", paint.wrap(style::BOLD, &header))?;
-            for r in &rows {
-                let content = match (r.content, r.audit_every) {
-                    (datum_drift::classes::ContentMode::Full, _) => "full".to_owned(),
-                    (_, Some(n)) => format!("meta/{n}"),
-                    (_, None) => "metadata".to_owned(),
-                };
-                let ms = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), format_ms);
-                let policy = r.policy.word();
-                let policy_sgr = match policy {
-                    "revert" => style::YELLOW,
-                    "quarantine" => style::MAGENTA,
-                    "accept" => style::CYAN,
-                    _ => "",
-                };
-                let bound = match r.detection_bound_ms {
-                    Some(b) => format!("{:>16}", format_ms(b)),
-                    None => paint.wrap(style::DIM, &format!("{:>16}", "(no check yet)")),
-                };
-                writeln!(
-                    out,
-                    "{} {:>9} {:>16} {:<10} {} {:>9} {:>9} {bound}",
-                    paint.padded(style::BOLD, &r.class, 12),
-                    r.resources,
-                    if r.watched {
-                        format!("{} +watch", format_ms(r.interval_s * 1000))
-                    } else {
-                        format_ms(r.interval_s * 1000)
-                    },
-                    content,
-                    if policy_sgr.is_empty() {
-                        format!("{policy:<10}")
-                    } else {
-                        paint.padded(policy_sgr, policy, 10)
-                    },
-                    ms(r.p50_ms),
-                    ms(r.p95_ms),
-                )?;
-            }
-            // Metadata-first classes: the bound for what metadata cannot show.
-            for r in rows
-                .iter()
-                .filter(|r| r.content == datum_drift::classes::ContentMode::Metadata)
-            {
-                let visible = r
-                    .detection_bound_ms
-                    .map_or_else(|| "(no check yet)".to_owned(), format_ms);
-                let hidden = match (r.audit_every, r.stamp_preserving_bound_ms) {
-                    (None, _) => "never (no audit_every: add one to bound it)".to_owned(),
-                    (Some(n), Some(b)) => format!(
-                        "within {} (audit every {n} checks × {} + p95)",
-                        format_ms(b),
-                        format_ms(r.interval_s * 1000)
-                    ),
-                    (Some(n), None) => format!(
-                        "at the audit, every {n} checks × {} + inspection (no check yet)",
-                        format_ms(r.interval_s * 1000)
-                    ),
-                };
-                writeln!(
-                    out,
-                    "{}: metadata-visible changes within {visible}; edits that keep size and times: {hidden}",
-                    r.class
-                )?;
-            }
-            // Watched classes: the bound for what a watch cannot see.
-            for r in rows.iter().filter(|r| r.watched) {
-                let bound = r.unwatched_bound_ms.map_or_else(
-                    || "(no check yet)".to_owned(),
-                    |b| format!("within {}", format_ms(b)),
-                );
-                writeln!(
-                    out,
-                    "{}: a change no watch sees (a write through another hard link of a file replaced since the watches were armed or of a file in a Tree, or while a watch is lost) waits for the interval: {bound}",
-                    r.class
-                )?;
-            }
-            // Who-changed-it rules, one line per class that has any.
-            for r in rows.iter().filter(|r| r.attributed) {
-                let said = match r.on_change_by {
-                    None => format!("every change: {}", r.policy.word()),
-                    Some(w) if w.other.is_some() => format!("changes by {}", w.describe()),
-                    Some(w) => format!(
-                        "changes by {}; by anyone else: {}",
-                        w.describe(),
-                        r.policy.word()
-                    ),
-                };
-                writeln!(
-                    out,
-                    "{}: writers attributed (fanotify, under datum agent); {said}",
-                    r.class
-                )?;
-            }
-        }
-    }
+    crate::render::emit(&Scheduled { rows }, global)?;
     Ok(ExitCode::Clean)
+}
+
+/// One row per class.
+struct Scheduled {
+    rows: Vec<ScheduleRow>,
+}
+
+impl Answer for Scheduled {
+    fn what(&self) -> &'static str {
+        "datum schedule"
+    }
+
+    fn json_key(&self) -> &'static str {
+        "classes"
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        serde_json::to_value(&self.rows)
+    }
+
+    fn human(&self, out: &mut dyn Write, paint: Paint) -> std::io::Result<()> {
+        let header = format!(
+            "{:<12} {:>9} {:>16} {:<10} {:<10} {:>9} {:>9} {:>16}",
+            "CLASS",
+            "RESOURCES",
+            "INTERVAL/WATCH",
+            "CONTENT",
+            "POLICY",
+            "P50",
+            "P95",
+            "DETECTED WITHIN"
+        );
+        writeln!(out, "{}", paint.wrap(style::BOLD, &header))?;
+        for r in &self.rows {
+            let content = match (r.content, r.audit_every) {
+                (datum_drift::classes::ContentMode::Full, _) => "full".to_owned(),
+                (_, Some(n)) => format!("meta/{n}"),
+                (_, None) => "metadata".to_owned(),
+            };
+            let ms = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), format_ms);
+            let policy = r.policy.word();
+            let policy_sgr = match policy {
+                "revert" => style::YELLOW,
+                "quarantine" => style::MAGENTA,
+                "accept" => style::CYAN,
+                _ => "",
+            };
+            let bound = match r.detection_bound_ms {
+                Some(b) => format!("{:>16}", format_ms(b)),
+                None => paint.wrap(style::DIM, &format!("{:>16}", "(no check yet)")),
+            };
+            writeln!(
+                out,
+                "{} {:>9} {:>16} {:<10} {} {:>9} {:>9} {bound}",
+                paint.padded(style::BOLD, &r.class, 12),
+                r.resources,
+                if r.watched {
+                    format!("{} +watch", format_ms(r.interval_s * 1000))
+                } else {
+                    format_ms(r.interval_s * 1000)
+                },
+                content,
+                if policy_sgr.is_empty() {
+                    format!("{policy:<10}")
+                } else {
+                    paint.padded(policy_sgr, policy, 10)
+                },
+                ms(r.p50_ms),
+                ms(r.p95_ms),
+            )?;
+        }
+        // Metadata-first classes: the bound for what metadata cannot show.
+        for r in self
+            .rows
+            .iter()
+            .filter(|r| r.content == datum_drift::classes::ContentMode::Metadata)
+        {
+            let visible = r
+                .detection_bound_ms
+                .map_or_else(|| "(no check yet)".to_owned(), format_ms);
+            let hidden = match (r.audit_every, r.stamp_preserving_bound_ms) {
+                (None, _) => "never (no audit_every: add one to bound it)".to_owned(),
+                (Some(n), Some(b)) => format!(
+                    "within {} (audit every {n} checks × {} + p95)",
+                    format_ms(b),
+                    format_ms(r.interval_s * 1000)
+                ),
+                (Some(n), None) => format!(
+                    "at the audit, every {n} checks × {} + inspection (no check yet)",
+                    format_ms(r.interval_s * 1000)
+                ),
+            };
+            writeln!(
+                out,
+                "{}: metadata-visible changes within {visible}; edits that keep size and times: {hidden}",
+                r.class
+            )?;
+        }
+        // Watched classes: the bound for what a watch cannot see.
+        for r in self.rows.iter().filter(|r| r.watched) {
+            let bound = r.unwatched_bound_ms.map_or_else(
+                || "(no check yet)".to_owned(),
+                |b| format!("within {}", format_ms(b)),
+            );
+            writeln!(
+                out,
+                "{}: a change no watch sees (a write through another hard link of a file replaced since the watches were armed or of a file in a Tree, or while a watch is lost) waits for the interval: {bound}",
+                r.class
+            )?;
+        }
+        // Who-changed-it rules, one line per class that has any.
+        for r in self.rows.iter().filter(|r| r.attributed) {
+            let said = match r.on_change_by {
+                None => format!("every change: {}", r.policy.word()),
+                Some(w) if w.other.is_some() => format!("changes by {}", w.describe()),
+                Some(w) => format!(
+                    "changes by {}; by anyone else: {}",
+                    w.describe(),
+                    r.policy.word()
+                ),
+            };
+            writeln!(
+                out,
+                "{}: writers attributed (fanotify, under datum agent); {said}",
+                r.class
+            )?;
+        }
+        Ok(())
+    }
 }
