@@ -639,3 +639,108 @@ fn a_relative_server_folder_is_named_in_full() {
         "nodir",
     );
 }
+
+/// Every command that prints its own answer (not a report) prints it in the
+/// format asked for, through one function (`render::emit`): under `--output
+/// json` one JSON document with `format_version`, else text that is not
+/// JSON. A command that chose its format itself with `if output == Json`
+/// gave any other format its human text; one that forgot `--output` gave
+/// JSON to a person, or text to a program.
+#[test]
+fn each_command_of_its_own_output_answers_in_the_format_asked_for() {
+    let s = drifted();
+    assert_exit(&s.datum(&["apply"]), 2);
+    let tree = s.repo();
+    let tree = tree.to_str().expect("utf-8 path");
+    let new_repo = s.dir.path().join("new");
+    let new_repo = new_repo.to_str().expect("utf-8 path");
+    let git = s.dir.path().join("git");
+    let git_dir = git.to_str().expect("utf-8 path");
+    let bundle = s.dir.path().join("one.bundle");
+    let bundle = bundle.to_str().expect("utf-8 path");
+    let has_git = std::process::Command::new("git")
+        .args(["init", "-q", "-b", "main", git_dir])
+        .status()
+        .is_ok_and(|s| s.success())
+        && {
+            std::fs::write(git.join("a"), "a\n").unwrap();
+            std::process::Command::new("git")
+                .args(["-C", git_dir, "add", "a"])
+                .status()
+                .is_ok_and(|s| s.success())
+                && std::process::Command::new("git")
+                    .args([
+                        "-C",
+                        git_dir,
+                        "-c",
+                        "user.name=t",
+                        "-c",
+                        "user.email=t@t",
+                        "-c",
+                        "commit.gpgsign=false",
+                        "commit",
+                        "-qm",
+                        "a",
+                    ])
+                    .status()
+                    .is_ok_and(|s| s.success())
+        };
+    let list = json_of(
+        &datum(&s, &["--json", "backup", "list"], &[]),
+        "backup list",
+    );
+    let id = list["backups"][0]["id"].to_string();
+    s.write(
+        "repo/hosts/test-host.yaml",
+        "name: test-host\nlabels:\n  role: web\n",
+    );
+    // (arguments, exit): each once as JSON, then once for a person.
+    let mut commands: Vec<(Vec<&str>, i32)> = vec![
+        (vec!["lint"], 0),
+        (vec!["validators"], 0),
+        (vec!["schedule"], 0),
+        (vec!["fingerprint", tree], 0),
+        (vec!["-v", "fingerprint", tree], 0),
+        (vec!["backup", "list"], 0),
+        (vec!["backup", "show", &id], 0),
+        (vec!["backup", "restore", &id], 0),
+        (vec!["outbox"], 0),
+        (vec!["pull", "--status"], 0),
+        (vec!["quarantine", "--reason", "looking", "File/motd"], 0),
+        (vec!["release", "File/motd"], 0),
+        (vec!["init", new_repo, "--host", "h1"], 0),
+        (vec!["lint", "--all-hosts"], 0),
+    ];
+    if has_git {
+        commands.push((vec!["bundle", "--from", git_dir, bundle], 0));
+    }
+    for json in [true, false] {
+        for (args, exit) in &commands {
+            let what = args.join(" ");
+            if args[0] == "init" {
+                let _ = std::fs::remove_dir_all(new_repo);
+            }
+            let format = if json { "json" } else { "human" };
+            let all: Vec<&str> = ["--output", format]
+                .iter()
+                .chain(args.iter())
+                .copied()
+                .collect();
+            let out = datum(&s, &all, &[]);
+            assert_exit(&out, *exit);
+            let text = stdout(&out);
+            let parsed = serde_json::from_str::<Value>(&text);
+            if json {
+                let doc = parsed.unwrap_or_else(|e| {
+                    panic!("{what} --output json: not one JSON document ({e}):\n{text}")
+                });
+                assert_eq!(doc["format_version"], "1", "{what}: {doc}");
+            } else {
+                assert!(
+                    !text.trim().is_empty() && parsed.is_err(),
+                    "{what} --output human: not text for a person:\n{text}"
+                );
+            }
+        }
+    }
+}
