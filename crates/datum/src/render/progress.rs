@@ -240,7 +240,15 @@ mod tests {
             assert!(!quick.contains("waiting"), "{quick}");
         }
         std::thread::sleep(Duration::from_millis(1100));
-        let slow = last_line();
+        // Shown at a draw after the first second (waited for: a draw may be
+        // skipped by indicatif's rate limit or come late under load, and the
+        // last one drawn may predate the second).
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let mut slow = last_line();
+        while !slow.contains("waiting") && std::time::Instant::now() < deadline {
+            std::thread::sleep(TICK);
+            slow = last_line();
+        }
         let waited = started.elapsed().as_secs();
         assert!(
             slow.contains("waiting for systemd: restarting h77.service (")
