@@ -245,7 +245,7 @@ impl Feed {
     /// Everything heard so far, by resource, without Datum's own writes
     /// (events still queued are read first, so nothing written before the
     /// check started is left for the next one).
-    pub fn drain(&self) -> Vec<(ResourceId, ChangedBy)> {
+    fn drain(&self) -> Vec<(ResourceId, ChangedBy)> {
         if let Some(a) = &self.attributor {
             read_into(a, &self.heard);
         }
@@ -269,7 +269,7 @@ impl Feed {
     /// could not be used at all: what the audit log says wrote its paths
     /// since the agent started (Datum's own writes left out), else one
     /// unknown writer with both reasons. Empty when fanotify works.
-    pub fn unavailable(&self, id: &ResourceId, at: i64, lookup: &audit::Lookup) -> Vec<ChangedBy> {
+    fn unavailable(&self, id: &ResourceId, at: i64, lookup: &audit::Lookup) -> Vec<ChangedBy> {
         let Some(why) = self.broken.as_ref() else {
             return Vec::new();
         };
@@ -329,14 +329,14 @@ impl Feed {
     }
 
     /// Whether fanotify is unusable (so the audit log is all there is).
-    pub fn is_broken(&self) -> bool {
+    fn is_broken(&self) -> bool {
         self.broken.is_some()
     }
 
     /// What to record before a check of `scope`: everything heard so far
-    /// ([`Feed::drain`]) and, for a watched change of an attributing class
+    /// (`drain`) and, for a watched change of an attributing class
     /// while fanotify is unusable, the audit log's writers, or unknown with
-    /// the reason ([`Feed::unavailable`]). Each is logged to `info`; a
+    /// the reason (`unavailable`). Each is logged to `info`; a
     /// sensitive resource's (in `catalogue`; every resource's without one)
     /// without its command line and without naming it.
     pub fn writers(
