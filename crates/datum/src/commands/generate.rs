@@ -19,8 +19,11 @@ use anyhow::{Context, Result};
 use clap::Args;
 use clap::CommandFactory;
 use clap_complete::Shell;
+use datum_report::render::Answer;
+use datum_report::style::Paint;
+use serde_json::json;
 
-use crate::cli::Cli;
+use crate::cli::{Cli, GlobalArgs};
 use crate::exit::ExitCode;
 
 #[derive(Debug, Args)]
@@ -34,14 +37,50 @@ const BIN: &str = "datum";
 
 /// Writes `datum.1` and one `datum-COMMAND.1` per command (`datum-server-init.1`
 /// for nested ones) into `dir`, which must not hold them yet.
-pub fn man(dir: &Path) -> Result<ExitCode> {
+pub fn man(global: &GlobalArgs, dir: &Path) -> Result<ExitCode> {
     let mut command = Cli::command();
     command.build();
     let mut pages = Vec::new();
     collect_pages(&command, BIN, &mut pages)?;
     write_all(dir, &pages)?;
-    println!("wrote {} manual pages to {}", pages.len(), dir.display());
+    let written = Written {
+        what: "datum generate-man",
+        line: format!("wrote {} manual pages to {}", pages.len(), dir.display()),
+        dir,
+        files: pages.iter().map(|(name, _)| name.as_str()).collect(),
+    };
+    crate::render::emit(&written, global)?;
     Ok(ExitCode::Clean)
+}
+
+/// What a generator wrote: one line for a person, the folder and the
+/// files' names for a machine.
+struct Written<'a> {
+    what: &'static str,
+    line: String,
+    dir: &'a Path,
+    files: Vec<&'a str>,
+}
+
+impl Answer for Written<'_> {
+    fn what(&self) -> &'static str {
+        self.what
+    }
+
+    fn human(&self, out: &mut dyn std::io::Write, _paint: Paint) -> std::io::Result<()> {
+        writeln!(out, "{}", self.line)
+    }
+
+    fn json(&self) -> serde_json::Result<serde_json::Value> {
+        Ok(json!({
+            "dir": self.dir.display().to_string(),
+            "files": self.files,
+        }))
+    }
+
+    fn json_key(&self) -> &'static str {
+        ""
+    }
 }
 
 /// One page for `command` (named `name`, with its `datum-` prefix) and one
@@ -67,7 +106,7 @@ fn collect_pages(
 }
 
 /// Writes `datum.bash`, `_datum` (zsh) and `datum.fish` into `dir`.
-pub fn completions(dir: &Path) -> Result<ExitCode> {
+pub fn completions(global: &GlobalArgs, dir: &Path) -> Result<ExitCode> {
     let mut files = Vec::new();
     for (shell, file) in [
         (Shell::Bash, format!("{BIN}.bash")),
@@ -79,7 +118,13 @@ pub fn completions(dir: &Path) -> Result<ExitCode> {
         files.push((file, String::from_utf8(script)?));
     }
     write_all(dir, &files)?;
-    println!("wrote bash, zsh and fish completions to {}", dir.display());
+    let written = Written {
+        what: "datum generate-completions",
+        line: format!("wrote bash, zsh and fish completions to {}", dir.display()),
+        dir,
+        files: files.iter().map(|(name, _)| name.as_str()).collect(),
+    };
+    crate::render::emit(&written, global)?;
     Ok(ExitCode::Clean)
 }
 

@@ -153,7 +153,7 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Server(cmd) => server::run(global, cmd),
         Command::Fleet(args) => fleet::run(global, args),
         Command::Outbox(args) => outbox::run(global, args),
-        Command::GenerateMan(args) => generate::man(&args.dir),
-        Command::GenerateCompletions(args) => generate::completions(&args.dir),
+        Command::GenerateMan(args) => generate::man(global, &args.dir),
+        Command::GenerateCompletions(args) => generate::completions(global, &args.dir),
     }
 }

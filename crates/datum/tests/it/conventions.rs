@@ -658,6 +658,8 @@ fn each_command_of_its_own_output_answers_in_the_format_asked_for() {
     let git_dir = git.to_str().expect("utf-8 path");
     let bundle = s.dir.path().join("one.bundle");
     let bundle = bundle.to_str().expect("utf-8 path");
+    let generated = s.dir.path().join("generated");
+    let generated = generated.to_str().expect("utf-8 path");
     let has_git = std::process::Command::new("git")
         .args(["init", "-q", "-b", "main", git_dir])
         .status()
@@ -710,6 +712,8 @@ fn each_command_of_its_own_output_answers_in_the_format_asked_for() {
         (vec!["release", "File/motd"], 0),
         (vec!["init", new_repo, "--host", "h1"], 0),
         (vec!["lint", "--all-hosts"], 0),
+        (vec!["generate-man", generated], 0),
+        (vec!["generate-completions", generated], 0),
     ];
     if has_git {
         commands.push((vec!["bundle", "--from", git_dir, bundle], 0));
@@ -719,6 +723,9 @@ fn each_command_of_its_own_output_answers_in_the_format_asked_for() {
             let what = args.join(" ");
             if args[0] == "init" {
                 let _ = std::fs::remove_dir_all(new_repo);
+            }
+            if args[0].starts_with("generate-") {
+                let _ = std::fs::remove_dir_all(generated);
             }
             let format = if json { "json" } else { "human" };
             let all: Vec<&str> = ["--output", format]
