@@ -34,6 +34,18 @@ pub struct Catalogue {
 }
 
 impl Catalogue {
+    /// Makes every resource hold its parsed declaration from its next use
+    /// on (`datum_core::HeldDeclaration`): for a catalogue kept for many
+    /// passes (the agent's), loaded from its snapshot, which holds none
+    /// (a compiled one holds when its compiler was made to:
+    /// [`crate::Compiler::holding_declarations`]). Declarations held
+    /// already stay held; no other catalogue is affected.
+    pub fn hold_declarations(&mut self) {
+        for r in &mut self.resources {
+            r.held.start_holding();
+        }
+    }
+
     pub fn get(&self, id: &ResourceId) -> Option<&Resource> {
         self.resources.iter().find(|r| &r.id == id)
     }

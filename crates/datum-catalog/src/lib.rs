@@ -58,9 +58,14 @@ pub use host::{DEFAULT_HOST_FILE, HostError, HostIdentity, parse_label};
 /// (the binary passes [`datum_providers::registry()`], a test its own), and
 /// every check, field layering and ordering edge is asked of the providers
 /// found there. The free functions below are this with the shipped registry.
+///
+/// Its catalogues hold no parsed declaration unless it is made to
+/// ([`Compiler::holding_declarations`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Compiler<'r> {
     registry: &'r Registry,
+    /// Whether its catalogues' resources hold their declarations.
+    hold: bool,
 }
 
 impl Compiler<'static> {
@@ -72,7 +77,22 @@ impl Compiler<'static> {
 
 impl<'r> Compiler<'r> {
     pub fn new(registry: &'r Registry) -> Self {
-        Self { registry }
+        Self {
+            registry,
+            hold: false,
+        }
+    }
+
+    /// This compiler, making catalogues whose resources hold their parsed
+    /// declarations (`datum_core::HeldDeclaration`): the compile declares
+    /// every resource (a declaration that does not parse is a compile
+    /// error at its resource) and every pass over the catalogue shares
+    /// the one held. For a catalogue kept for many passes (the agent's);
+    /// a one-shot command's compile declares nothing and its one pass
+    /// parses each declaration once itself. Only the catalogues this
+    /// compiler makes hold: no other catalogue of the process is affected.
+    pub fn holding_declarations(self) -> Self {
+        Self { hold: true, ..self }
     }
 
     /// The resource types this compiler knows.
@@ -128,7 +148,9 @@ impl<'r> Compiler<'r> {
         repo: &Repository,
         host: &HostIdentity,
     ) -> Result<Catalogue, Diagnostics> {
-        match compile::Analysis::new(repo, Written::InDocuments, self.registry).run(Some(host)) {
+        let analysis =
+            compile::Analysis::new(repo, Written::InDocuments, self.registry).holding(self.hold);
+        match analysis.run(Some(host)) {
             (Some(catalogue), _) => Ok(catalogue),
             (None, diags) => Err(diags),
         }
@@ -155,8 +177,9 @@ impl<'r> Compiler<'r> {
         hashes: Option<&dyn SourceHashes>,
     ) -> Result<Catalogue, Diagnostics> {
         let written = Written::Taken(repository.take_desired());
-        let mut analysis =
-            compile::Analysis::new(&repository, written, self.registry).with_hashes(hashes);
+        let mut analysis = compile::Analysis::new(&repository, written, self.registry)
+            .with_hashes(hashes)
+            .holding(self.hold);
         if explain {
             analysis = analysis.explaining();
         }

@@ -47,9 +47,7 @@ pub use id::{ParseIdError, ReferenceText, ResourceId};
 pub use observed::{FileMeta, Observed, Presence};
 pub use origin::Origin;
 pub use outcome::{Intent, Outcome, Phase};
-pub use resource::{
-    AnyDeclaration, DEFAULT_CLASS, HeldDeclaration, Resource, hold_declarations, holds_declarations,
-};
+pub use resource::{AnyDeclaration, DEFAULT_CLASS, HeldDeclaration, Resource};
 
 /// How a value from a resource marked `sensitive: true` is written wherever a
 /// person or a machine could read it.

@@ -3,7 +3,6 @@
 
 use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
@@ -93,72 +92,102 @@ impl Resource {
 /// A resource's declaration in its kind's typed form (opaque here: only the
 /// kind that made it reads it, through `datum_providers::Declared`), parsed
 /// once and held beside the resource, so every pass over one loaded
-/// catalogue (the agent's, a compile's plan) uses it instead of parsing
-/// `desired` again.
+/// catalogue (the agent's) uses it instead of parsing `desired` again.
 ///
 /// It is held for the [`Resource::declaration_hash`] it was made for, and
 /// handed out only while the resource still has that hash: a resource
 /// whose declared fields, content, id or requirements changed since (its
 /// hash recomputed, as the compiler and the snapshot loader do) is declared
 /// again, and a resource with no hash (built by hand) is never held for at
-/// all. A clone shares the held declaration (a catalogue built from a
-/// subset of another keeps it); it is never compared.
+/// all. A clone shares the held declaration and whether it holds (a
+/// catalogue built from a subset of another keeps both); it is never
+/// compared.
 ///
-/// Held only in a process that keeps a catalogue for many passes and has
-/// said so ([`hold_declarations`]: `datum agent`). A one-shot command
+/// Held only by a resource made to hold ([`HeldDeclaration::start_holding`]):
+/// the resources of a catalogue that is kept for many passes and was made
+/// so (`datum_catalog::Compiler::holding_declarations` for a compile,
+/// `datum_catalog::Catalogue::hold_declarations` for one loaded from its
+/// snapshot: `datum agent`'s). A new resource (`Default::default()`,
+/// [`Resource::new`], one deserialised) holds nothing: a one-shot command
 /// (`datum apply`, `plan`, `check`) parses each declaration once anyway,
-/// in its one pass, and holds none: the pass lets a converged resource's
-/// declaration go as soon as it is observed, so a no-op apply of 20,000
-/// Files does not keep 20,000 parsed declarations (about 8 MiB, measured
-/// in docs/benchmarks.md) to the end for nothing.
+/// in its one pass, and its pass lets a converged resource's declaration
+/// go as soon as it is observed, so a no-op apply of 20,000 Files does not
+/// keep 20,000 parsed declarations (about 8 MiB, measured in
+/// docs/benchmarks.md) to the end for nothing. Two catalogues in one
+/// process, one holding and one not, do not affect each other.
 #[derive(Default)]
-pub struct HeldDeclaration(Mutex<Option<(Box<str>, AnyDeclaration)>>);
+pub struct HeldDeclaration(Mutex<Cell>);
 
-/// Whether this process holds declarations beside their resources (see
-/// [`HeldDeclaration`]); off until [`hold_declarations`] turns it on.
-static HOLDING: AtomicBool = AtomicBool::new(false);
-
-/// Makes every resource of this process hold its declaration once parsed
-/// (or stop doing so): for a process that runs many passes over one
-/// loaded catalogue (the agent), which then parses each declaration once
-/// in all. Declarations already held stay held.
-pub fn hold_declarations(on: bool) {
-    HOLDING.store(on, Ordering::Relaxed);
-}
-
-/// Whether [`hold_declarations`] is on in this process.
-pub fn holds_declarations() -> bool {
-    HOLDING.load(Ordering::Relaxed)
+/// What a [`HeldDeclaration`] holds. `Holding`'s hash is empty while it
+/// holds no declaration (`declaration` is `None` then): two variants, not
+/// three, keep it the size of the `Option` it was (an empty `Box<str>`
+/// does not allocate).
+#[derive(Default, Clone)]
+enum Cell {
+    /// Holds nothing, ever: a one-shot command's resource.
+    #[default]
+    Off,
+    /// Holds the declaration made for `hash`, once one is made.
+    Holding {
+        hash: Box<str>,
+        declaration: Option<AnyDeclaration>,
+    },
 }
 
 /// A declaration in whatever type its kind gives it.
 pub type AnyDeclaration = Arc<dyn Any + Send + Sync>;
 
 impl HeldDeclaration {
+    /// Makes this resource hold its declaration once one is made (a
+    /// resource of a catalogue kept for many passes). One held already
+    /// stays held.
+    pub fn start_holding(&mut self) {
+        let cell = self.0.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if matches!(cell, Cell::Off) {
+            *cell = Cell::Holding {
+                hash: Box::default(),
+                declaration: None,
+            };
+        }
+    }
+
+    /// Whether this resource holds its declaration once one is made
+    /// ([`HeldDeclaration::start_holding`]).
+    pub fn holds(&self) -> bool {
+        let cell = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        matches!(*cell, Cell::Holding { .. })
+    }
+
     /// The declaration held for `declaration_hash`, if one is (`None` for
     /// an empty hash).
     pub fn get(&self, declaration_hash: &str) -> Option<AnyDeclaration> {
         if declaration_hash.is_empty() {
             return None;
         }
-        let held = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*held {
-            Some((hash, declaration)) if &**hash == declaration_hash => {
-                Some(Arc::clone(declaration))
-            }
+        let cell = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*cell {
+            Cell::Holding {
+                hash,
+                declaration: Some(declaration),
+            } if &**hash == declaration_hash => Some(Arc::clone(declaration)),
             _ => None,
         }
     }
 
     /// Holds `declaration`, made for `declaration_hash`, in place of any
-    /// other (nothing is held for an empty hash, nor in a process that
-    /// does not hold declarations: [`hold_declarations`]).
+    /// other (nothing is held for an empty hash, nor by a resource that
+    /// does not hold: [`HeldDeclaration::start_holding`]).
     pub fn hold(&self, declaration_hash: &str, declaration: AnyDeclaration) {
-        if declaration_hash.is_empty() || !holds_declarations() {
+        if declaration_hash.is_empty() {
             return;
         }
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) =
-            Some((declaration_hash.into(), declaration));
+        let mut cell = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Cell::Holding { .. } = &*cell {
+            *cell = Cell::Holding {
+                hash: declaration_hash.into(),
+                declaration: Some(declaration),
+            };
+        }
     }
 
     /// Whether a declaration is held for `declaration_hash`.
@@ -199,13 +228,16 @@ mod tests {
             ResourceId::new("File", "a"),
             serde_json::json!({"path": "/a"}),
         );
-        // A process that has not said it keeps catalogues (every one-shot
-        // command) holds nothing: its one pass lets each declaration go.
-        // (The only test here that holds: no other turns it on first.)
+        // A resource not made to hold (every one-shot command's) holds
+        // nothing: its one pass lets each declaration go.
         r.declaration_hash = "h0".to_owned();
         r.held.hold(&r.declaration_hash, Arc::new(0u32));
+        assert!(!r.held.holds());
         assert!(!r.held.is_held("h0"), "held with holding off");
-        hold_declarations(true);
+        let mut other = r.clone();
+        r.held.start_holding();
+        assert!(r.held.holds());
+        assert!(!r.held.is_held("h0"), "nothing held before it holds");
         r.declaration_hash = String::new();
         r.held.hold(&r.declaration_hash, Arc::new(1u32));
         assert_eq!(held(&r.held, ""), None, "no hash: nothing held");
@@ -215,6 +247,8 @@ mod tests {
         assert_eq!(held(&r.held, "h1"), Some(2));
         let copy = r.clone();
         assert_eq!(held(&copy.held, "h1"), Some(2), "a clone shares it");
+        r.held.start_holding();
+        assert_eq!(held(&r.held, "h1"), Some(2), "made holding again: kept");
         r.declaration_hash = "h2".to_owned();
         assert_eq!(held(&r.held, &r.declaration_hash), None, "changed since");
         r.held.hold(&r.declaration_hash, Arc::new(3u32));
@@ -226,5 +260,12 @@ mod tests {
         let back: Resource = serde_json::from_str(&text).unwrap();
         assert_eq!(back.declaration_hash, "h2");
         assert!(!back.held.is_held("h2"), "loaded: declared at first use");
+        assert!(!back.held.holds(), "loaded: holds once made to");
+        // The resource that never held still does not, whatever holds
+        // beside it.
+        other.declaration_hash = "h1".to_owned();
+        other.held.hold("h1", Arc::new(4u32));
+        assert!(!other.held.holds());
+        assert_eq!(held(&other.held, "h1"), None, "not made to hold");
     }
 }

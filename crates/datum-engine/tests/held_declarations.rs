@@ -1,9 +1,12 @@
-//! Each resource's declaration is parsed once and held beside it
-//! (`datum_core::HeldDeclaration`): the compiler declares every resource of
-//! the catalogue it makes, a catalogue loaded without them (a snapshot)
-//! declares each at its first use, and no pass over either parses one
-//! again, however many passes run over it (the agent's). A resource that
-//! declares something else since is declared again. The fake kinds of
+//! In a catalogue made to hold declarations (the agent's), each
+//! resource's declaration is parsed once and held beside it
+//! (`datum_core::HeldDeclaration`): a compiler made to hold declares every
+//! resource of the catalogue it makes, a catalogue loaded without them (a
+//! snapshot) and made to hold declares each at its first use, and no pass
+//! over either parses one again, however many passes run over it. A
+//! resource that declares something else since is declared again. A
+//! catalogue not made to hold (a one-shot command's) holds nothing, beside
+//! one that does. The fake kinds of
 //! `datum_testkit::fake` write `declare FakeFile[x]` (`declare FakeUnit[x]`) to their journal at
 //! each parse.
 
@@ -41,9 +44,6 @@ struct Bed {
 
 impl Bed {
     fn new() -> Self {
-        // As the agent does (the only process that keeps a catalogue for
-        // many passes); one-shot commands hold nothing.
-        datum_core::hold_declarations(true);
         let root = tempfile::tempdir().unwrap();
         let state = tempfile::tempdir().unwrap();
         let repo = tempfile::tempdir().unwrap();
@@ -62,6 +62,11 @@ impl Bed {
 
     /// Compiles a repository of two FakeFiles and a FakeUnit following one.
     fn compile(&self) -> Catalogue {
+        self.compile_holding(true)
+    }
+
+    /// [`Bed::compile`], its catalogue holding declarations or not.
+    fn compile_holding(&self, hold: bool) -> Catalogue {
         let doc = |kind: &str, name: &str, desired: &str| {
             format!("datum: v1alpha1\ntype: {kind}\nname: {name}\ndesired:\n{desired}")
         };
@@ -82,7 +87,9 @@ impl Bed {
             name: "h".to_owned(),
             labels: Default::default(),
         };
-        Compiler::new(&self.registry).compile(repo, &host).unwrap()
+        compat::compiler(Compiler::new(&self.registry), hold)
+            .compile(repo, &host)
+            .unwrap()
     }
 
     fn pass(&mut self, catalogue: &Catalogue, mode: Mode) -> PassSummary {
@@ -147,13 +154,15 @@ fn a_compiled_catalogue_is_declared_once_by_the_compiler_and_never_by_its_passes
 }
 
 /// A catalogue loaded from its snapshot holds no declaration (they are
-/// not stored): each is parsed at its first use and held from then on.
+/// not stored): made to hold (as the agent does), each is parsed at its
+/// first use and held from then on.
 #[test]
 fn a_loaded_catalogue_declares_each_resource_at_its_first_use_only() {
     let mut bed = Bed::new();
     let compiled = bed.compile();
-    let loaded: Catalogue =
+    let mut loaded: Catalogue =
         serde_json::from_str(&serde_json::to_string(&compiled).unwrap()).unwrap();
+    loaded.hold_declarations();
     drop(compiled);
     bed.journal.clear();
     bed.pass(&loaded, Mode::Apply);
@@ -220,4 +229,89 @@ fn a_resource_that_declares_something_else_is_declared_again() {
             "FakeUnit[web]"
         ]
     );
+}
+
+/// Whether a catalogue holds its declarations is its own (set when it is
+/// made: compiled holding, or loaded and then made holding), not the
+/// process's: beside a catalogue that holds, one made not to (a one-shot
+/// command's, a library user's) is not declared by its compile and parses
+/// each declaration at each pass, and the holding one, compiled or loaded,
+/// parses none after its compile or first use, whatever was made after it.
+#[test]
+fn a_catalogue_that_holds_and_one_that_does_not_live_side_by_side() {
+    let mut holding = Bed::new();
+    let mut one_shot = Bed::new();
+    let compiled = holding.compile_holding(true);
+    assert_eq!(holding.declared(), EVERY, "the holding compile declares");
+    let plain = one_shot.compile_holding(false);
+    assert_eq!(
+        one_shot.declared(),
+        Vec::<String>::new(),
+        "a compile that does not hold declares nothing"
+    );
+    let roundtrip = |c: &Catalogue| -> Catalogue {
+        serde_json::from_str(&serde_json::to_string(c).unwrap()).unwrap()
+    };
+    let mut loaded = roundtrip(&compiled);
+    compat::make_holding(&mut loaded, true);
+    let mut loaded_plain = roundtrip(&plain);
+    compat::make_holding(&mut loaded_plain, false);
+    holding.journal.clear();
+    one_shot.journal.clear();
+
+    for round in 0..2 {
+        holding.pass(&compiled, Mode::Apply);
+        one_shot.pass(&plain, Mode::Apply);
+        one_shot.pass(&loaded_plain, Mode::Plan);
+        holding.pass(&loaded, Mode::Plan);
+        let expected: &[&str] = if round == 0 { &EVERY } else { &[] };
+        assert_eq!(
+            holding.declared(),
+            expected,
+            "round {round}: the holding catalogues (the compiled one held since its compile, the loaded one since its first use)"
+        );
+        let mut twice: Vec<&str> = EVERY.iter().chain(&EVERY).copied().collect();
+        twice.sort();
+        assert_eq!(
+            one_shot.declared(),
+            twice,
+            "round {round}: the catalogues that do not hold parse at each pass"
+        );
+        assert!(
+            plain
+                .resources
+                .iter()
+                .chain(&loaded_plain.resources)
+                .all(|r| !r.held.is_held(&r.declaration_hash)),
+            "round {round}: nothing held by a catalogue that does not hold"
+        );
+        holding.journal.clear();
+        one_shot.journal.clear();
+    }
+    assert_eq!(holding.live("/a").as_deref(), Some("a\n"));
+    assert_eq!(one_shot.live("/a").as_deref(), Some("a\n"));
+}
+
+/// Making catalogues hold, as this version of the code can (before, the
+/// process-wide `datum_core::hold_declarations(hold)` in both: with it,
+/// `a_catalogue_that_holds_and_one_that_does_not_live_side_by_side`
+/// failed).
+mod compat {
+    use datum_catalog::{Catalogue, Compiler};
+
+    /// A compiler whose catalogues hold declarations or not.
+    pub fn compiler(compiler: Compiler<'_>, hold: bool) -> Compiler<'_> {
+        if hold {
+            compiler.holding_declarations()
+        } else {
+            compiler
+        }
+    }
+
+    /// Makes a loaded catalogue hold declarations from its first use.
+    pub fn make_holding(catalogue: &mut Catalogue, hold: bool) {
+        if hold {
+            catalogue.hold_declarations();
+        }
+    }
 }

@@ -515,17 +515,18 @@ pub trait Provider: Capabilities + Send + Sync {
     fn declaration_schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
 
     /// The resource's declaration in the kind's typed form; every other
-    /// step is handed the result. In a process that holds declarations
-    /// (the agent: `datum_core::hold_declarations`) it is parsed once and
-    /// held by the resource ([`datum_core::HeldDeclaration`]) for as long
-    /// as its declaration hash is the same: the compiler declares every
-    /// resource of the catalogue it makes, a catalogue loaded from its
-    /// snapshot declares each at its first use, and every later call
-    /// (every pass over the catalogue) shares the one held (the blanket
-    /// impl for [`crate::Kind`] does this). Elsewhere (a one-shot command,
-    /// one pass) and for a resource without a declaration hash (built by
-    /// hand) nothing is held: the pass that calls this keeps the result as
-    /// long as it needs it. An error names the field (the catalogue has
+    /// step is handed the result. In a catalogue that holds declarations
+    /// (the agent's: `datum_catalog::Compiler::holding_declarations`,
+    /// `Catalogue::hold_declarations`) it is parsed once and held by the
+    /// resource ([`datum_core::HeldDeclaration`]) for as long as its
+    /// declaration hash is the same: the compiler declares every resource
+    /// of the catalogue it makes, a catalogue loaded from its snapshot
+    /// declares each at its first use, and every later call (every pass
+    /// over the catalogue) shares the one held (the blanket impl for
+    /// [`crate::Kind`] does this). Elsewhere (a one-shot command's
+    /// catalogue, one pass) and for a resource without a declaration hash
+    /// (built by hand) nothing is held: the pass that calls this keeps the
+    /// result as long as it needs it. An error names the field (the catalogue has
     /// checked the fields, so this is rare: a resource built by hand, a
     /// name that is not valid for the host); the agent's compiler refuses
     /// such a catalogue, a one-shot pass that resource.

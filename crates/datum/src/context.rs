@@ -275,6 +275,13 @@ pub enum Purpose {
     /// never beside a store that exists and is refused (the apply refuses
     /// it too).
     Apply,
+    /// [`Purpose::Apply`] for the agent's load, which keeps the catalogue
+    /// for pass after pass: a compile makes it hold its resources' parsed
+    /// declarations (`datum_catalog::Compiler::holding_declarations`); a
+    /// catalogue from the snapshot holds none until the agent makes it
+    /// (`Catalogue::hold_declarations`). Every other purpose's catalogue
+    /// holds none: one pass parses each declaration once anyway.
+    Agent,
 }
 
 /// [`compiled`] for `purpose`.
@@ -392,8 +399,8 @@ impl StateFiles {
 
 /// [`compiled`] for a repository and a state store named by path (the
 /// agent's way in): the repository's problems come back as diagnostics.
-/// For [`Purpose::Apply`] where Datum's folder does not exist yet, what is
-/// to be remembered comes back too ([`Unkept`]).
+/// For [`Purpose::Apply`] and [`Purpose::Agent`] where Datum's folder does
+/// not exist yet, what is to be remembered comes back too ([`Unkept`]).
 pub fn compile_or_reuse(
     repo: &Path,
     state: &StateFiles,
@@ -438,7 +445,7 @@ pub fn compile_or_reuse(
     // folder is still to be made, by the caller once it has made it
     // ([`Unkept`]).
     let remembers = match purpose {
-        Purpose::Apply => !state.exists() || state.usable(),
+        Purpose::Apply | Purpose::Agent => !state.exists() || state.usable(),
         Purpose::Check | Purpose::Pass => state.usable(),
     };
     let hashes = source_hashes_in(state, remembers);
@@ -448,7 +455,14 @@ pub fn compile_or_reuse(
             let classes = repository.settings.classes.clone();
             // The compile consumes the repository: it lets each part go
             // once done with it.
-            datum_catalog::compile_loaded(repository, identity, false, Some(&hashes))
+            let compiler = match purpose {
+                Purpose::Agent => datum_catalog::Compiler::shipped().holding_declarations(),
+                Purpose::Check | Purpose::Pass | Purpose::Apply => {
+                    datum_catalog::Compiler::shipped()
+                }
+            };
+            compiler
+                .compile_loaded(repository, identity, false, Some(&hashes))
                 .map(|catalogue| (catalogue, classes))
         });
         let stamp = stamp
@@ -494,7 +508,9 @@ pub fn compile_or_reuse(
     drop(prompt_purge);
     let mut lazy = match purpose {
         Purpose::Check => LazyCatalogue::compiled(catalogue, classes),
-        Purpose::Pass | Purpose::Apply => LazyCatalogue::compiled_for_pass(catalogue, classes),
+        Purpose::Pass | Purpose::Apply | Purpose::Agent => {
+            LazyCatalogue::compiled_for_pass(catalogue, classes)
+        }
     };
     lazy.revision = revision;
     Ok((lazy, Provenance::Compiled, unkept))

@@ -218,19 +218,20 @@ impl<'r> Analysis<'r> {
             .map(|((m, content), requires)| self.resource(m, content, requires))
             .collect();
         // Over the explicit requirements only, as before the edges added
-        // below. Then each resource is declared (its kind's typed
-        // declaration parsed, its content rendered already) and holds it:
-        // every pass over this catalogue uses that one, and a declaration
-        // that does not parse is refused here, not by the pass. Not when an
-        // error was found already: there will be no catalogue, and what
-        // refused the resource (its field, at its line) is said already.
-        // Only in a process that holds declarations (the agent, see
-        // `datum_core::hold_declarations`): a one-shot command's one pass
-        // parses each once itself and keeps none it does not need, and
-        // `check_fields` has refused here what every shipped kind's
+        // below. Then, in a catalogue that holds declarations
+        // (`Compiler::holding_declarations`: the agent's), each resource is
+        // made to hold and declared (its kind's typed declaration parsed,
+        // its content rendered already): every pass over this catalogue
+        // uses that one, and a declaration that does not parse is refused
+        // here, not by the pass. Not when an error was found already:
+        // there will be no catalogue, and what refused the resource (its
+        // field, at its line) is said already. A catalogue that does not
+        // hold (a one-shot command's) is not declared: its one pass parses
+        // each declaration once itself and keeps none it does not need,
+        // and `check_fields` has refused here what every shipped kind's
         // declaration refuses.
         let registry = self.registry;
-        let declare = !self.diags.has_errors() && datum_core::holds_declarations();
+        let declare = !self.diags.has_errors() && self.hold;
         let undeclared = in_stretches(&mut resources, |first, stretch| {
             let mut undeclared = Vec::new();
             for (k, r) in stretch.iter_mut().enumerate() {
@@ -242,8 +243,11 @@ impl<'r> Analysis<'r> {
                     r.sensitive,
                     &r.requires,
                 );
-                if declare
-                    && let Some(provider) = registry.lookup(&r.id.kind)
+                if !declare {
+                    continue;
+                }
+                r.held.start_holding();
+                if let Some(provider) = registry.lookup(&r.id.kind)
                     && let Err(e) = provider.declare(r)
                 {
                     undeclared.push((first + k, e));

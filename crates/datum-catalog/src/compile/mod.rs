@@ -191,6 +191,9 @@ pub(crate) struct Analysis<'r> {
     /// A merge took fields' entries out of the written mappings: messages
     /// about them parse their document again (see [`Written::fields`]).
     reparse: bool,
+    /// The catalogue's resources hold their declarations, and the compile
+    /// declares each (`Compiler::holding_declarations`).
+    hold: bool,
 }
 
 /// A source folder a document names, with where its field is written (for a
@@ -230,12 +233,20 @@ impl<'r> Analysis<'r> {
             removed: HashMap::new(),
             hashes: None,
             reparse: false,
+            hold: false,
         }
     }
 
     /// Looks source hashes up in (and records them into) `hashes`.
     pub(crate) fn with_hashes(mut self, hashes: Option<&'r dyn SourceHashes>) -> Self {
         self.hashes = hashes;
+        self
+    }
+
+    /// Makes the catalogue's resources hold their declarations (declared
+    /// by the compile), or not.
+    pub(crate) fn holding(mut self, hold: bool) -> Self {
+        self.hold = hold;
         self
     }
 

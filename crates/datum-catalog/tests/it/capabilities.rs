@@ -172,17 +172,17 @@ impl datum_providers::Kind for Unparsed {
     }
 }
 
-/// The compiler declares every resource of the catalogue it makes (each
-/// is held for every pass, see `datum_core::HeldDeclaration`): one whose
-/// declaration does not parse is a compile error naming its file, line
-/// and resource, and no catalogue is made (before, the compile passed and
-/// each pass failed the resource); a sensitive one's error quotes none of
-/// its values and shows no line.
+/// A compiler whose catalogues hold declarations (the agent's) declares
+/// every resource of the catalogue it makes (each is held for every pass,
+/// see `datum_core::HeldDeclaration`): one whose declaration does not
+/// parse is a compile error naming its file, line and resource, and no
+/// catalogue is made (before, the compile passed and each pass failed the
+/// resource); a sensitive one's error quotes none of its values and shows
+/// no line. A compiler whose catalogues do not hold (a one-shot
+/// command's) declares nothing, so it makes the catalogue (its pass
+/// refuses the resource), in the same process, after the holding one.
 #[test]
 fn a_declaration_that_does_not_parse_is_a_compile_error_at_its_resource() {
-    // The compile declares (and refuses) in a process that holds
-    // declarations, the agent's; a one-shot command's pass refuses it.
-    datum_core::hold_declarations(true);
     let repo =
         Repo::new("datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\n");
     repo.file(
@@ -205,6 +205,7 @@ fn a_declaration_that_does_not_parse_is_a_compile_error_at_its_resource() {
     providers.push(Box::new(Unparsed));
     let registry = Registry::new(providers);
     let diags = Compiler::new(&registry)
+        .holding_declarations()
         .compile(repo.path(), &one_host())
         .unwrap_err();
     let lines: Vec<String> = diags.iter().map(|d| d.one_line()).collect();
@@ -219,4 +220,13 @@ fn a_declaration_that_does_not_parse_is_a_compile_error_at_its_resource() {
     assert_eq!(hidden, [false, true]);
     let shown = format!("{diags:?}");
     assert!(!shown.contains("s3cret"), "{shown}");
+
+    let catalogue = Compiler::new(&registry)
+        .compile(repo.path(), &one_host())
+        .expect("a compile that does not hold declares nothing");
+    assert_eq!(catalogue.resources.len(), 3);
+    assert!(
+        catalogue.resources.iter().all(|r| !r.held.holds()),
+        "its resources do not hold"
+    );
 }

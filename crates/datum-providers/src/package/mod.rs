@@ -947,12 +947,16 @@ Version: 3.0
     /// catalogue learns only of its own members).
     #[test]
     fn the_batchs_note_is_not_kept_in_the_declaration_the_resource_holds() {
-        datum_core::hold_declarations(true);
         let root = root();
         let host = Host::with_name(root.path(), "h");
-        let held = |name: &str, desired: Value| Resource {
-            declaration_hash: format!("hash-{name}"),
-            ..resource(name, desired)
+        // Resources of a catalogue that holds declarations (the agent's).
+        let held = |name: &str, desired: Value| {
+            let mut r = Resource {
+                declaration_hash: format!("hash-{name}"),
+                ..resource(name, desired)
+            };
+            r.held.start_holding();
+            r
         };
         let resources = [
             held("demo", json!({})),

@@ -267,7 +267,7 @@ impl ClassChecker for RepoChecker {
             &paths.repo,
             &state,
             &identity,
-            crate::context::Purpose::Apply,
+            crate::context::Purpose::Agent,
         )
         .map_err(|d| self.lint_error(&d))?;
         let classes = match Classes::parse(&lazy.classes) {
@@ -289,7 +289,7 @@ impl ClassChecker for RepoChecker {
         };
         let classes_doc = lazy.classes.clone();
         let mut compiled_from = lazy.revision.clone();
-        let (catalogue, unkept) = match lazy.into_catalogue() {
+        let (mut catalogue, unkept) = match lazy.into_catalogue() {
             Ok(catalogue) => (catalogue, unkept),
             Err(e) => {
                 // Damaged after it was checked (a disk error): forget it and
@@ -300,13 +300,17 @@ impl ClassChecker for RepoChecker {
                     &paths.repo,
                     &state,
                     &identity,
-                    crate::context::Purpose::Apply,
+                    crate::context::Purpose::Agent,
                 )
                 .map_err(|d| self.lint_error(&d))?;
                 compiled_from = lazy.revision.clone();
                 (lazy.into_catalogue().map_err(|e| self.other(e))?, unkept)
             }
         };
+        // Kept for pass after pass: its resources hold their parsed
+        // declarations (a compile's are held already; a snapshot's are
+        // declared at their first use and held from then on).
+        catalogue.hold_declarations();
         let host = Host::with_name(self.paths.root.clone(), identity.name.clone())
             .with_boundary(catalogue.boundary.clone());
         let loaded =

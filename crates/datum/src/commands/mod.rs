@@ -134,14 +134,8 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Apply(args) => apply::run(global, args),
         Command::Backup(cmd) => backup::run(global, cmd),
         Command::Validators => validators::run(global),
-        // The agent pins the repository at every (re)load itself. It runs
-        // pass after pass over one loaded catalogue, so its resources hold
-        // their parsed declarations (every other command runs one pass and
-        // lets them go: `datum_core::hold_declarations`).
-        Command::Agent(args) => {
-            datum_core::hold_declarations(true);
-            agent::run(&cli.global, args)
-        }
+        // The agent pins the repository at every (re)load itself.
+        Command::Agent(args) => agent::run(&cli.global, args),
         Command::Check(args) => check::run(global, args, check::Act::Look),
         Command::Reconcile(args) => check::run(global, args, check::Act::Reconcile),
         Command::Schedule => schedule::run(global),
