@@ -33,6 +33,20 @@ struct Step {
 pub struct Way {
     steps: Vec<Step>,
     most: usize,
+    /// How many steps hold their folder (kept, not counted: a count per
+    /// step made each folder entered or opened again cost the depth).
+    held: usize,
+    /// No step in `1..low` holds its folder: where [`Way::trim`] starts
+    /// looking for the shallowest held one (it used to start at 1 each
+    /// time, so a walk back up a chain of depth D cost D per folder opened
+    /// again).
+    low: usize,
+    /// Steps [`Way::trim`] has looked at, and folders opened again (tests:
+    /// that letting go does not scan the way).
+    #[cfg(test)]
+    looked: usize,
+    #[cfg(test)]
+    opened: usize,
 }
 
 fn id_of(dir: &Dir) -> Result<(u64, u64), HostError> {
@@ -53,6 +67,12 @@ impl Way {
                 dir: Some(first),
             }],
             most: most.max(2),
+            held: 1,
+            low: 1,
+            #[cfg(test)]
+            looked: 0,
+            #[cfg(test)]
+            opened: 0,
         })
     }
 
@@ -63,7 +83,7 @@ impl Way {
 
     /// How many folders are held open.
     pub fn held(&self) -> usize {
-        self.steps.iter().filter(|s| s.dir.is_some()).count()
+        self.held
     }
 
     /// The walk goes down into `dir`, the folder `name` of the one it is in
@@ -76,6 +96,7 @@ impl Way {
             id,
             dir: Some(dir),
         });
+        self.held += 1;
         self.trim();
         Ok(())
     }
@@ -86,7 +107,12 @@ impl Way {
         if self.steps.len() < 2 {
             return None;
         }
-        self.steps.pop().map(|s| s.name)
+        let step = self.steps.pop()?;
+        if step.dir.is_some() {
+            self.held -= 1;
+        }
+        self.low = self.low.min(self.steps.len());
+        Some(step.name)
     }
 
     /// The folder the walk is in, opened again if it was let go.
@@ -122,6 +148,12 @@ impl Way {
             }
             from += 1;
             self.steps[from].dir = Some(dir);
+            self.held += 1;
+            self.low = self.low.min(from);
+            #[cfg(test)]
+            {
+                self.opened += 1;
+            }
             self.trim();
         }
         self.steps[last].dir.clone().ok_or_else(|| {
@@ -136,13 +168,15 @@ impl Way {
     /// Lets the shallowest held folders go (the first aside) while more
     /// than `most` are held.
     fn trim(&mut self) {
-        let mut held = self.held();
-        let mut at = 1;
-        while held > self.most && at < self.steps.len() - 1 {
-            if self.steps[at].dir.take().is_some() {
-                held -= 1;
+        while self.held > self.most && self.low < self.steps.len() - 1 {
+            #[cfg(test)]
+            {
+                self.looked += 1;
             }
-            at += 1;
+            if self.steps[self.low].dir.take().is_some() {
+                self.held -= 1;
+            }
+            self.low += 1;
         }
     }
 }
@@ -150,6 +184,39 @@ impl Way {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Walking a chain down and back up past the bound, each folder let go
+    /// costs one look, not a look at every folder above it: the walk used
+    /// to recount and rescan the way from its top at every folder entered
+    /// or opened again, so going back up a chain a local user made 20,000
+    /// deep under a small descriptor share took minutes (h156's review).
+    #[test]
+    fn letting_folders_go_does_not_scan_the_way() {
+        let tmp = tempfile::tempdir().unwrap();
+        let first = Dir::open_path(tmp.path()).unwrap();
+        let depth = 300;
+        let mut way = Way::new(first, 4).unwrap();
+        for _ in 0..depth {
+            let here = way.here().unwrap();
+            here.entry(OsStr::new("d"))
+                .create_dir(0o755, None, None)
+                .unwrap();
+            let sub = here.open_child_dir(OsStr::new("d")).unwrap().unwrap();
+            way.enter(OsStr::new("d"), sub).unwrap();
+        }
+        while way.depth() > 0 {
+            way.here().unwrap();
+            assert!(way.held() <= 4, "{}", way.held());
+            way.leave();
+        }
+        let (looked, opened) = (way.looked, way.opened);
+        assert!(opened > depth, "the walk up opened {opened} folders again");
+        assert!(
+            looked <= depth + opened,
+            "{looked} looks to let go of at most {} folders",
+            depth + opened
+        );
+    }
 
     /// A chain walked down and back up past the bound holds at most the
     /// bound, and each folder reached again is the one left.
