@@ -66,7 +66,7 @@ impl Walk {
             uid,
             gid,
             exclusions,
-            folders: Folders::new(live.clone()),
+            folders: Folders::new(live.clone())?,
             live,
             next: 0,
             pending: None,

@@ -780,72 +780,79 @@ fn packed_as_compiled(resource: &Resource, d: &TreeDesired) -> Result<(), Provid
     })
 }
 
-/// The folders of a tree open on the way to the last one reached, by path
-/// relative to its root: the tree's root and that folder's parents. Only
-/// those are kept: a walk in tree order (parents first, a folder's
-/// entries together) needs no other again, and each open folder is a
-/// descriptor (before, every folder reached stayed open to the end of the
-/// walk, and a tree of a thousand folders failed under the usual limit of
-/// 1,024 descriptors: 'Too many open files'). Of those, at most this
-/// process's share for a walk's folders stay open
-/// ([`datum_host::descriptors::Budget::walk`]): past it the shallowest
-/// (the tree's root aside) are closed, and a folder reached again is
-/// opened again from the nearest one still open, one component at a time.
+/// The folders of a tree on the way to the last one reached, by path
+/// relative to its root: the tree's root and that folder's parents, as a
+/// [`datum_host::way::Way`]. Only those are kept: a walk in tree order
+/// (parents first, a folder's entries together) needs no other again, and
+/// each open folder is a descriptor (before, every folder reached stayed
+/// open to the end of the walk, and a tree of a thousand folders failed
+/// under the usual limit of 1,024 descriptors: 'Too many open files'). Of
+/// those, at most this process's share for a walk's folders stay open
+/// ([`datum_host::descriptors::Budget::walk`]): past it the shallowest (the
+/// tree's root aside) are let go, and a folder on the way reached again is
+/// opened again from the nearest one still open, one component at a time,
+/// and must be the folder first met there (same device and inode), else
+/// an error: before, a let-go folder was reopened by name only, so a local
+/// user who renamed folders on the way meanwhile (swapped `a/b` with
+/// another, or moved one in from elsewhere) had the walk go on in a folder
+/// it had not met there.
 struct Folders {
-    open: std::collections::HashMap<PathBuf, Dir>,
-    most: usize,
+    way: datum_host::way::Way,
+    /// The names of the folders on the way below the root (the way's own,
+    /// which it does not show), memory bounded by the walk's depth.
+    names: Vec<std::ffi::OsString>,
 }
 
 impl Folders {
-    fn new(root: Dir) -> Self {
+    fn new(root: Dir) -> Result<Self, ProviderError> {
         Self::with_most(
             root,
             datum_host::descriptors::Budget::of_this_process().walk,
         )
     }
 
-    fn with_most(root: Dir, most: usize) -> Self {
-        Folders {
-            open: std::collections::HashMap::from([(PathBuf::new(), root)]),
-            most: most.max(2),
-        }
+    fn with_most(root: Dir, most: usize) -> Result<Self, ProviderError> {
+        Ok(Folders {
+            way: datum_host::way::Way::new(root, most.max(2))?,
+            names: Vec::new(),
+        })
     }
 
-    /// The folder `rel` (relative to the tree's root), opened one component
-    /// at a time without following a link, from the nearest folder open on
-    /// its way; the folders open elsewhere are closed.
-    fn dir(&mut self, rel: &Path) -> Result<Dir, ProviderError> {
-        self.open.retain(|open, _| on_the_way(rel, open));
-        self.reach(rel)
-    }
-
-    /// [`Folders::dir`], the folders open being on the way to `rel`. The
-    /// folders from the nearest one open down to `rel` are opened in a loop,
+    /// The folder `rel` (relative to the tree's root): the way goes back up
+    /// to the deepest folder it shares with `rel` (that one opened again if
+    /// it was let go: it must be the folder first met there), then down to
+    /// `rel`, one component at a time without following a link, in a loop,
     /// not by a call per level (a chain of folders thousands deep, which a
     /// local user may make below a kept folder of a purged Tree, overflowed
     /// the stack).
-    fn reach(&mut self, rel: &Path) -> Result<Dir, ProviderError> {
-        // The names from the nearest folder open down to `rel`, deepest
-        // first.
-        let mut names = Vec::new();
-        let mut at = rel;
-        let mut dir = loop {
-            if let Some(dir) = self.open.get(at) {
-                break dir.clone();
-            }
-            let (Some(parent), Some(name)) = (at.parent(), at.file_name()) else {
-                return Err(HostError::io(
-                    "reach",
-                    at,
-                    std::io::Error::from(std::io::ErrorKind::InvalidInput),
-                )
-                .into());
-            };
-            names.push(name);
-            at = parent;
+    fn dir(&mut self, rel: &Path) -> Result<Dir, ProviderError> {
+        let invalid = || {
+            ProviderError::from(HostError::io(
+                "reach",
+                rel,
+                std::io::Error::from(std::io::ErrorKind::InvalidInput),
+            ))
         };
-        let mut here = at.to_path_buf();
-        for name in names.into_iter().rev() {
+        let mut names = Vec::new();
+        for component in rel.components() {
+            match component {
+                std::path::Component::Normal(name) => names.push(name),
+                std::path::Component::CurDir => {}
+                _ => return Err(invalid()),
+            }
+        }
+        let shared = self
+            .names
+            .iter()
+            .zip(&names)
+            .take_while(|(on, to)| on.as_os_str() == **to)
+            .count();
+        while self.names.len() > shared {
+            self.way.leave();
+            self.names.pop();
+        }
+        let mut dir = self.way.here()?;
+        for name in &names[shared..] {
             let Some(next) = dir.open_child_dir(name)? else {
                 return Err(HostError::MissingParent {
                     path: dir.path().join(name),
@@ -853,22 +860,8 @@ impl Folders {
                 }
                 .into());
             };
-            here.push(name);
-            self.open.insert(here.clone(), next.clone());
-            while self.open.len() > self.most {
-                // Every folder open is on the way to `rel`: the shortest
-                // path is the shallowest.
-                let Some(shallowest) = self
-                    .open
-                    .keys()
-                    .filter(|open| !open.as_os_str().is_empty())
-                    .min_by_key(|open| open.as_os_str().len())
-                    .cloned()
-                else {
-                    break;
-                };
-                self.open.remove(&shallowest);
-            }
+            self.way.enter(name, next.clone())?;
+            self.names.push((*name).to_owned());
             dir = next;
         }
         Ok(dir)
@@ -887,20 +880,6 @@ impl Folders {
         };
         Ok(self.dir(parent)?.entry(name))
     }
-}
-
-/// Whether the folder `open` is `rel` or one of its parent folders, both
-/// relative to a tree's root and normal (names joined by single `/`, as the
-/// walks make them): compared as bytes, not component by component (that
-/// made each step of a walk 2,000 folders deep compare every folder open
-/// with its path, most of a debug build's 45 s apply).
-fn on_the_way(rel: &Path, open: &Path) -> bool {
-    use std::os::unix::ffi::OsStrExt as _;
-    let (rel, open) = (rel.as_os_str().as_bytes(), open.as_os_str().as_bytes());
-    open.is_empty()
-        || rel
-            .strip_prefix(open)
-            .is_some_and(|rest| rest.is_empty() || rest.first() == Some(&b'/'))
 }
 
 /// True when `rel` or one of its parent folders is excluded.
@@ -1071,18 +1050,19 @@ mod tests {
             .open_dir()
             .unwrap()
             .unwrap();
-        let mut folders = Folders::with_most(live, 5);
+        let mut folders = Folders::with_most(live, 5).unwrap();
         let bottom = folders.dir(&deep).unwrap();
         assert_eq!(bottom.path(), root.path().join("t").join(&deep));
-        assert_eq!(folders.open.len(), 5);
-        assert!(folders.open.contains_key(Path::new("")));
-        assert!(folders.open.contains_key(&deep));
+        assert_eq!(folders.way.held(), 5);
+        assert_eq!(folders.way.depth(), 40);
+        assert_eq!(folders.names.iter().collect::<PathBuf>(), deep);
         let entry = folders.entry(&deep.join("x")).unwrap();
         assert_eq!(entry.path(), root.path().join("t").join(&deep).join("x"));
         // Back near the top: opened again from the root.
         let side = folders.dir(Path::new("d0/d1/side")).unwrap();
         assert_eq!(side.path(), root.path().join("t/d0/d1/side"));
-        assert!(folders.open.len() <= 5, "{}", folders.open.len());
+        assert!(folders.way.held() <= 5, "{}", folders.way.held());
+        assert_eq!(folders.way.depth(), 3);
     }
 
     /// A folder at the bottom of a chain far deeper than a thread's stack
@@ -1110,10 +1090,10 @@ mod tests {
         let (reached, side, open) = std::thread::Builder::new()
             .stack_size(256 * 1024)
             .spawn(move || {
-                let mut folders = Folders::with_most(live, 5);
+                let mut folders = Folders::with_most(live, 5).unwrap();
                 let reached = folders.dir(&deep).unwrap();
                 let side = folders.entry(&deep.join("s/x")).unwrap();
-                (reached, side, folders.open.len())
+                (reached, side, folders.way.held())
             })
             .unwrap()
             .join()
@@ -1123,27 +1103,60 @@ mod tests {
         assert!(open <= 5, "{open}");
     }
 
-    /// The byte comparison of the walk's paths agrees with the paths'.
+    /// A folder let go on a deep way and reached again must be the folder
+    /// first met at that path: a local user who can rename folders in the
+    /// tree swapped one on the way for another between the let-go and the
+    /// reopen, and the walk went on in a folder it had never listed (Folders
+    /// walked names from the nearest open folder, checking nothing).
     #[test]
-    fn on_the_way_is_a_parent_folder_or_the_folder_itself() {
-        for (rel, open) in [
-            ("a/b/c", ""),
-            ("a/b/c", "a"),
-            ("a/b/c", "a/b"),
-            ("a/b/c", "a/b/c"),
-            ("a/b/c", "a/b/c/d"),
-            ("a/bc", "a/b"),
-            ("ab/c", "a"),
-            ("a", "b"),
-            ("", ""),
-            ("", "a"),
-        ] {
-            assert_eq!(
-                on_the_way(Path::new(rel), Path::new(open)),
-                Path::new(rel).starts_with(open),
-                "{rel} {open}"
-            );
+    fn a_folder_reached_again_must_be_the_one_first_met_there() {
+        let root = tempfile::tempdir().unwrap();
+        let t = root.path().join("t");
+        for folder in ["a/b/c/d/e/f/g", "a/other/c/d/e/f", "elsewhere/c/d"] {
+            std::fs::create_dir_all(t.join(folder)).unwrap();
         }
+        let host = Host::with_name(root.path(), "test-host");
+        let open = || {
+            host.locate(Path::new("/t"))
+                .unwrap()
+                .open_dir()
+                .unwrap()
+                .unwrap()
+        };
+        // Not swapped: reached again, from the root, as it was.
+        let mut folders = Folders::with_most(open(), 3).unwrap();
+        folders.dir(Path::new("a/b/c/d")).unwrap();
+        folders.dir(Path::new("a/b/c/d/e/f/g")).unwrap();
+        let again = folders.dir(Path::new("a/b/c/d")).unwrap();
+        assert_eq!(again.path(), t.join("a/b/c/d"));
+        // a/b swapped with a/other while a/b/c/d was let go (only the root
+        // and the two deepest stay open): refused, not walked into.
+        let mut folders = Folders::with_most(open(), 3).unwrap();
+        folders.dir(Path::new("a/b/c/d")).unwrap();
+        folders.dir(Path::new("a/b/c/d/e/f/g")).unwrap();
+        std::fs::rename(t.join("a/b"), t.join("a/swap")).unwrap();
+        std::fs::rename(t.join("a/other"), t.join("a/b")).unwrap();
+        std::fs::rename(t.join("a/swap"), t.join("a/other")).unwrap();
+        let err = folders
+            .dir(Path::new("a/b/c/d"))
+            .map(|d| d.path().to_path_buf())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("moved or replaced"), "{err}");
+        assert!(err.contains("a/b"), "{err}");
+        // A folder moved in from elsewhere in its place: refused alike.
+        let mut folders = Folders::with_most(open(), 3).unwrap();
+        folders.dir(Path::new("a/b/c/d")).unwrap();
+        folders.dir(Path::new("a/b/c/d/e")).unwrap();
+        folders.dir(Path::new("a/b/c/d/e/f")).unwrap();
+        std::fs::rename(t.join("a/b/c"), t.join("gone")).unwrap();
+        std::fs::rename(t.join("elsewhere/c"), t.join("a/b/c")).unwrap();
+        let err = folders
+            .entry(Path::new("a/b/c/d/x"))
+            .map(|e| e.path().to_path_buf())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("moved or replaced"), "{err}");
     }
 
     #[test]
@@ -1161,14 +1174,16 @@ mod tests {
             .open_dir()
             .unwrap()
             .unwrap();
-        let mut folders = Folders::new(live);
+        let mut folders = Folders::new(live).unwrap();
+        // The folders on the way (all held: the share is not reached).
         let open = |folders: &Folders| {
-            let mut open: Vec<String> = folders
-                .open
-                .keys()
-                .map(|p| p.display().to_string())
-                .collect();
-            open.sort();
+            assert_eq!(folders.way.held(), folders.way.depth() + 1);
+            let mut at = PathBuf::new();
+            let mut open = vec![String::new()];
+            for name in &folders.names {
+                at.push(name);
+                open.push(at.display().to_string());
+            }
             open
         };
         let c = folders.dir(Path::new("a/b/c")).unwrap();

@@ -65,7 +65,7 @@ pub(super) fn mark_folders_keeping_excluded(
     items: &mut [Value],
 ) -> Result<(), ProviderError> {
     let mut exclusions = None;
-    let mut folders = Folders::new(live.clone());
+    let mut folders = Folders::new(live.clone())?;
     for item in items.iter_mut() {
         if !folder_in_the_way(item) {
             continue;
@@ -283,7 +283,7 @@ pub(super) fn scan_and_compare(
     // one is looked into, and kept (only what else it holds is unmanaged),
     // so that a purge never takes an excluded entry with its folder.
     let mut kept = HashSet::new();
-    let mut folders = Folders::new(live.clone());
+    let mut folders = Folders::new(live.clone())?;
     for (difference, _) in &found {
         if let TreeDifference::Unmanaged { path } = difference
             && scanned
