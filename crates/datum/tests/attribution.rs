@@ -591,6 +591,11 @@ fn a_sensitive_files_writer_is_recorded_without_its_command_line() {
             "echo 'PermitRootLogin {CANARY}' > {} && sleep 5",
             sshd.display()
         ))
+        // Its `sleep` outlives the kill of the shell: with the test's own
+        // output it kept the test's pipes open (nextest: LEAK).
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let finding = wait(Duration::from_secs(15), || {
