@@ -10,11 +10,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datum_host::{Boundary, Host};
 
-use crate::Provider;
+use crate::{Provider, WatchesWrites};
 
 /// The resource types one program knows, in the order `datum` lists them.
 pub struct Registry {
     providers: Vec<Box<dyn Provider>>,
+    /// The providers (by place in `providers`) whose watch of writes
+    /// ([`crate::Capabilities::watches_writes`]) no earlier provider
+    /// returned too: User and Group return the one account files' watch,
+    /// which is told of each write once, not once a kind.
+    watchers: Vec<usize>,
     /// How many times [`Registry::lookup`] was called (a pass looks each
     /// resource's kind up once; tests hold it to that).
     lookups: AtomicUsize,
@@ -30,8 +35,24 @@ impl Registry {
                 unique.push(provider);
             }
         }
+        let mut watchers: Vec<usize> = Vec::new();
+        for (at, provider) in unique.iter().enumerate() {
+            let Some(watch) = provider.watches_writes() else {
+                continue;
+            };
+            let seen = watchers.iter().any(|&earlier| {
+                unique
+                    .get(earlier)
+                    .and_then(|p| p.watches_writes())
+                    .is_some_and(|w| same_watch(w, watch))
+            });
+            if !seen {
+                watchers.push(at);
+            }
+        }
         Self {
             providers: unique,
+            watchers,
             lookups: AtomicUsize::new(0),
         }
     }
@@ -55,11 +76,20 @@ impl Registry {
         self.iter().map(|p| p.kind()).collect()
     }
 
+    /// Every distinct watch of writes, each once, in listing order (a
+    /// watch two kinds return is its first kind's).
+    fn watches(&self) -> impl Iterator<Item = &dyn WatchesWrites> {
+        self.watchers
+            .iter()
+            .filter_map(|&at| self.providers.get(at)?.watches_writes())
+    }
+
     /// Tells every kind that watches writes ([`crate::WatchesWrites`])
     /// that a part of a resource went live writing the declared paths
     /// `written`: the engine calls this after each part, whatever the kind.
+    /// A watch several kinds share (User's and Group's) is told once.
     pub fn after_writing(&self, host: &Host, written: &[PathBuf]) {
-        for watches in self.iter().filter_map(|p| p.watches_writes()) {
+        for watches in self.watches() {
             watches.after_writing(host, written);
         }
     }
@@ -68,8 +98,7 @@ impl Registry {
     /// resource's staging reads, for any kind that watches writes
     /// ([`crate::WatchesWrites::changes_what_staging_reads`]).
     pub fn changes_what_staging_reads(&self, boundary: &Boundary, written: &[PathBuf]) -> bool {
-        self.iter()
-            .filter_map(|p| p.watches_writes())
+        self.watches()
             .any(|w| w.changes_what_staging_reads(boundary, written))
     }
 
@@ -87,6 +116,18 @@ impl Registry {
     }
 }
 
+/// Whether `a` and `b` are the same watch: the same value (address) seen
+/// as the same type (vtable). Not the address alone: a zero-sized watch
+/// has no address of its own (a boxed zero-sized provider answering
+/// `Some(self)`, as Service does, is at the same dangling address as any
+/// other), so two kinds' watches would pass for one and the second would
+/// never be told. Equal address and vtable make the same calls, so one of
+/// them is enough; one type's vtable copied into two codegen units makes
+/// them look distinct, which only tells the watch twice.
+fn same_watch(a: &dyn WatchesWrites, b: &dyn WatchesWrites) -> bool {
+    std::ptr::eq(a, b)
+}
+
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.kinds()).finish()
@@ -97,6 +138,7 @@ impl std::fmt::Debug for Registry {
 mod tests {
     use std::path::PathBuf;
     use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
     use datum_host::Host;
 
@@ -144,5 +186,149 @@ mod tests {
 
         let files_only = Registry::new(vec![Box::new(crate::file::FileProvider)]);
         assert!(!files_only.changes_what_staging_reads(boundary, &paths("/etc/passwd")));
+    }
+
+    /// Fake kinds for the watch tests: `$name` of kind `$kind`, whose
+    /// watch of writes is `$watch` (`self` for a kind that is its own).
+    macro_rules! watching_kind {
+        ($name:ident, $kind:literal, |$me:ident| $watch:expr) => {
+            struct $name;
+
+            impl crate::Capabilities for $name {
+                fn watches_writes(&self) -> Option<&dyn crate::WatchesWrites> {
+                    let $me = self;
+                    Some($watch)
+                }
+            }
+
+            impl crate::Kind for $name {
+                const KIND: &'static str = $kind;
+                type Declaration = ();
+                type Written = serde_json::Value;
+                type Staging = crate::Planned;
+
+                fn check_fields(
+                    &self,
+                    _desired: &serde_json::Value,
+                ) -> Result<(), Vec<crate::FieldError>> {
+                    Ok(())
+                }
+                fn declare(
+                    &self,
+                    _resource: &datum_core::Resource,
+                ) -> Result<(), crate::ProviderError> {
+                    Ok(())
+                }
+                fn observe(
+                    &self,
+                    _: &Host,
+                    _: &datum_core::Resource,
+                    _: &(),
+                ) -> Result<datum_core::Observed, crate::ProviderError> {
+                    Ok(datum_core::Observed::absent())
+                }
+                fn plan(
+                    &self,
+                    _: &datum_core::Resource,
+                    _: &(),
+                    _: &datum_core::Observed,
+                ) -> datum_core::Diff {
+                    datum_core::Diff::default()
+                }
+                fn stage(
+                    &self,
+                    _: &Host,
+                    _: &datum_core::Resource,
+                    _: &(),
+                    observed: &datum_core::Observed,
+                    diff: &datum_core::Diff,
+                ) -> Result<crate::Planned, crate::ProviderError> {
+                    Ok(crate::kind::planned(observed, diff))
+                }
+                fn activate(
+                    &self,
+                    _: &Host,
+                    _: &datum_core::Resource,
+                    _: &(),
+                    _: crate::Planned,
+                ) -> Result<crate::Activated<crate::Planned>, crate::ProviderError> {
+                    Ok(crate::Activated::Done)
+                }
+            }
+        };
+    }
+
+    /// A watch that counts what it is told.
+    struct Counting {
+        told: AtomicUsize,
+        asked: AtomicUsize,
+    }
+
+    impl Counting {
+        const fn new() -> Self {
+            Counting {
+                told: AtomicUsize::new(0),
+                asked: AtomicUsize::new(0),
+            }
+        }
+    }
+
+    impl crate::WatchesWrites for Counting {
+        fn after_writing(&self, _host: &Host, _written: &[PathBuf]) {
+            self.told.fetch_add(1, Ordering::Relaxed);
+        }
+
+        fn changes_what_staging_reads(&self, _: &datum_host::Boundary, _: &[PathBuf]) -> bool {
+            self.asked.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+    }
+
+    static SHARED: Counting = Counting::new();
+    watching_kind!(SharingA, "SharingA", |_me| &SHARED);
+    watching_kind!(SharingB, "SharingB", |_me| &SHARED);
+
+    /// Two kinds that return the one watch (as User and Group return the
+    /// account files' watch) have it told of each write once, and asked
+    /// once, not once a kind.
+    #[test]
+    fn a_watch_two_kinds_share_is_told_of_each_write_once() {
+        let root = tempfile::tempdir().unwrap();
+        let host = Host::new(root.path().to_path_buf());
+        let registry = Registry::new(vec![Box::new(SharingA), Box::new(SharingB)]);
+        registry.after_writing(&host, &[PathBuf::from("/etc/passwd")]);
+        assert_eq!(SHARED.told.load(Ordering::Relaxed), 1);
+        assert!(!registry.changes_what_staging_reads(host.boundary(), &[PathBuf::from("/etc")]));
+        assert_eq!(SHARED.asked.load(Ordering::Relaxed), 1);
+    }
+
+    static FIRST_OWN: Counting = Counting::new();
+    static SECOND_OWN: Counting = Counting::new();
+    watching_kind!(OwnFirst, "OwnFirst", |me| me);
+    watching_kind!(OwnSecond, "OwnSecond", |me| me);
+
+    impl crate::WatchesWrites for OwnFirst {
+        fn after_writing(&self, host: &Host, written: &[PathBuf]) {
+            FIRST_OWN.after_writing(host, written);
+        }
+    }
+
+    impl crate::WatchesWrites for OwnSecond {
+        fn after_writing(&self, host: &Host, written: &[PathBuf]) {
+            SECOND_OWN.after_writing(host, written);
+        }
+    }
+
+    /// Two kinds that are each their own watch (as Service is), of no size
+    /// and boxed, so at the one dangling address: each is told, as a watch
+    /// is the same only when its value and its type are.
+    #[test]
+    fn distinct_watches_of_no_size_are_each_told() {
+        let root = tempfile::tempdir().unwrap();
+        let host = Host::new(root.path().to_path_buf());
+        let registry = Registry::new(vec![Box::new(OwnFirst), Box::new(OwnSecond)]);
+        registry.after_writing(&host, &[PathBuf::from("/etc/motd")]);
+        assert_eq!(FIRST_OWN.told.load(Ordering::Relaxed), 1);
+        assert_eq!(SECOND_OWN.told.load(Ordering::Relaxed), 1);
     }
 }
