@@ -206,7 +206,7 @@ fn unmanaged(
         datum_host::descriptors::Budget::of_this_process().walk,
     )?;
     // The undeclared folders found holding an excluded entry.
-    let mut kept = std::collections::HashSet::new();
+    let mut kept = super::observe::KeptFolders::default();
     let mut path = rel.to_path_buf();
     let mut stack = vec![Open {
         entries: dir.list()?.into_iter(),

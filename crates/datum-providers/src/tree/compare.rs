@@ -29,6 +29,7 @@ use datum_fingerprint::{
 };
 
 use super::archive::{DeclaredTree, EntryRef};
+use super::observe::KeptFolders;
 use super::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, bytes_path};
 
 /// Every difference with its declared and observed values.
@@ -73,7 +74,7 @@ pub fn compare_keeping(
     exclusions: &Exclusions,
     observed: Option<&FingerprintedNode>,
     proved: Option<&HashSet<PathBuf>>,
-    kept: Option<&HashSet<PathBuf>>,
+    kept: Option<&KeptFolders>,
 ) -> Result<(Differences, Digest), FingerprintError> {
     let mut walk = Walker {
         declared,
@@ -132,7 +133,7 @@ struct Walker<'a> {
     exclusions: &'a Exclusions,
     proved: Option<&'a HashSet<PathBuf>>,
     /// Undeclared host folders holding excluded entries (see [`compare_keeping`]).
-    kept: Option<&'a HashSet<PathBuf>>,
+    kept: Option<&'a KeptFolders>,
     /// The next declared entry, in tree order.
     next: usize,
     found: Differences,
@@ -897,7 +898,9 @@ mod tests {
             let _ = root.insert("p", p);
             fingerprint_tree(root, Algorithm::Native).unwrap()
         };
-        let kept: HashSet<PathBuf> = [PathBuf::from("p"), PathBuf::from("p/k")].into();
+        let mut kept = KeptFolders::default();
+        kept.insert(Path::new("p"));
+        kept.insert(Path::new("p/k"));
         let meta = EntryMeta::default();
         let shown = |found: &Differences| -> Vec<String> {
             found.iter().map(|(d, _)| d.to_string()).collect()
@@ -967,13 +970,13 @@ mod tests {
             let _ = root.insert("p", node);
             fingerprint_tree(root, Algorithm::Native).unwrap()
         };
-        let mut kept = HashSet::new();
+        let mut kept = KeptFolders::default();
         let mut at = PathBuf::from("p");
         for _ in 0..DEPTH {
             at.push("d");
-            kept.insert(at.clone());
+            kept.insert(&at);
         }
-        kept.insert(PathBuf::from("p"));
+        kept.insert(Path::new("p"));
         let stray = at.join("u");
         let big = || std::thread::Builder::new().stack_size(256 << 20);
         let hosts = big()
