@@ -123,9 +123,16 @@ pub trait Answer {
     /// The command, for errors: `datum backup list`.
     fn what(&self) -> &'static str;
 
-    /// Text for a person, written to `out` as it is made (a long listing is never held
-    /// whole); `paint` is on only for a terminal that wants colour. What goes to stderr
-    /// beside it (diagnostics) is written there by this method too.
+    /// Text for a person, written to `out`; `paint` is on only for a terminal that wants
+    /// colour. What goes to stderr beside it (diagnostics) is written there by this method
+    /// too.
+    ///
+    /// The contract is where the text goes, not how much of it is held: the front end
+    /// hands `out` (stdout) and collects nothing itself, so an answer may write each line
+    /// as it makes it (a backup listing does, from the entries the answer holds), and
+    /// one that makes its whole text first may do that too: `datum fleet`'s
+    /// (`commands::fleet` in the binary) holds the server's whole document and builds
+    /// the view's text from it before writing it.
     fn human(&self, out: &mut dyn std::io::Write, paint: Paint) -> std::io::Result<()>;
 
     /// The JSON value; [`crate::json::document`] makes it the document (`format_version`,
