@@ -280,13 +280,26 @@ impl Serialize for Resources<'_, '_> {
 
 /// SHA-256 over the canonical JSON (sorted keys, no spaces) of everything
 /// declared about a resource: kind, name, desired, content checksum,
-/// validate, sensitive, and its explicit requirements.
+/// validate, sensitive, and its explicit requirements; and, only when it
+/// is true, `sensitive_by_field_only` ([`Resource::sensitive_by_field_only`]).
+///
+/// `sensitive` is the resource's (true also when a field its kind calls
+/// sensitive is declared), so it alone did not tell a User declaring a
+/// password hash from the same User also saying `sensitive: true`, which
+/// hides every field instead of the hash alone: that change read as no
+/// change of the declaration. The key is written only when true so that
+/// every other resource's hash is what it was; a resource sensitive
+/// through a field only (a User declaring a password hash without
+/// `sensitive: true`) got a new hash when the key was added, once:
+/// its verified record and an acceptance of its drift, made before, no
+/// longer match, and its next change is labelled intentional.
 pub(crate) fn declaration_hash(
     id: &ResourceId,
     desired: &Desired,
     content_sha256: Option<&str>,
     validate: Option<&str>,
     sensitive: bool,
+    sensitive_by_field_only: bool,
     requires: &[ResourceId],
 ) -> String {
     // Written field by field in sorted key order (the same bytes as the
@@ -316,6 +329,9 @@ pub(crate) fn declaration_hash(
     }
     text.extend_from_slice(b"],\"sensitive\":");
     text.extend_from_slice(if sensitive { b"true" } else { b"false" });
+    if sensitive_by_field_only {
+        text.extend_from_slice(b",\"sensitive_by_field_only\":true");
+    }
     text.extend_from_slice(b",\"validate\":");
     optional(validate, &mut text);
     text.push(b'}');
@@ -517,13 +533,30 @@ mod tests {
         assert_eq!(
             declaration_hash(
                 &id,
+                &Desired::from(desired.clone()),
+                Some("00"),
+                Some("sshd"),
+                true,
+                false,
+                &requires
+            ),
+            sha256_hex(text.as_bytes())
+        );
+        // Sensitive through a field only: the key is there, and only then
+        // (every other resource's hash is what it was before the key).
+        let mut by_field = whole;
+        by_field["sensitive_by_field_only"] = json!(true);
+        assert_eq!(
+            declaration_hash(
+                &id,
                 &Desired::from(desired),
                 Some("00"),
                 Some("sshd"),
                 true,
+                true,
                 &requires
             ),
-            sha256_hex(text.as_bytes())
+            sha256_hex(canonical_json(&by_field).as_bytes())
         );
     }
 
@@ -531,10 +564,10 @@ mod tests {
     fn the_hash_changes_with_every_declared_part() {
         let id = ResourceId::new("File", "a");
         let d = Desired::from(json!({"path": "/a"}));
-        let base = declaration_hash(&id, &d, Some("00"), None, false, &[]);
+        let base = declaration_hash(&id, &d, Some("00"), None, false, false, &[]);
         assert_eq!(
             base,
-            declaration_hash(&id, &d, Some("00"), None, false, &[])
+            declaration_hash(&id, &d, Some("00"), None, false, false, &[])
         );
         assert_ne!(
             base,
@@ -544,18 +577,24 @@ mod tests {
                 Some("00"),
                 None,
                 false,
+                false,
                 &[]
             )
         );
         assert_ne!(
             base,
-            declaration_hash(&id, &d, Some("01"), None, false, &[])
+            declaration_hash(&id, &d, Some("01"), None, false, false, &[])
         );
         assert_ne!(
             base,
-            declaration_hash(&id, &d, Some("00"), Some("sshd"), false, &[])
+            declaration_hash(&id, &d, Some("00"), Some("sshd"), false, false, &[])
         );
-        assert_ne!(base, declaration_hash(&id, &d, Some("00"), None, true, &[]));
+        let sensitive = declaration_hash(&id, &d, Some("00"), None, true, false, &[]);
+        assert_ne!(base, sensitive);
+        assert_ne!(
+            sensitive,
+            declaration_hash(&id, &d, Some("00"), None, true, true, &[])
+        );
         assert_ne!(
             base,
             declaration_hash(
@@ -563,6 +602,7 @@ mod tests {
                 &d,
                 Some("00"),
                 None,
+                false,
                 false,
                 &[ResourceId::new("File", "b")]
             )

@@ -241,6 +241,7 @@ impl<'r> Analysis<'r> {
                     r.content.as_ref().map(|c| c.sha256.as_str()),
                     r.validate.as_deref(),
                     r.sensitive,
+                    r.sensitive_by_field_only,
                     &r.requires,
                 );
                 if !declare {

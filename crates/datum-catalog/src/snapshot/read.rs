@@ -557,6 +557,7 @@ fn fill_withheld(
             Some(&sha256),
             r.validate.as_deref(),
             r.sensitive,
+            r.sensitive_by_field_only,
             requires,
         );
         if !entries.set_declaration_hash(at, &declaration_hash) {

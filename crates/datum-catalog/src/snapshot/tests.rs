@@ -836,6 +836,7 @@ fn rehash(r: &mut Resource, explicit: usize) {
         r.content.as_ref().map(|c| c.sha256.as_str()),
         r.validate.as_deref(),
         r.sensitive,
+        r.sensitive_by_field_only,
         &r.requires[..explicit],
     );
 }

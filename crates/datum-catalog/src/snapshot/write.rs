@@ -211,6 +211,7 @@ fn explicit_requirements(r: &Resource) -> Option<u32> {
                 sha256,
                 r.validate.as_deref(),
                 r.sensitive,
+                r.sensitive_by_field_only,
                 &r.requires[..n],
             ) == r.declaration_hash
         })

@@ -397,6 +397,30 @@ mod layering {
         assert_eq!(flags("vault"), (true, false));
         assert_eq!(flags("plain"), (false, false));
     }
+
+    /// Saying `sensitive: true` on a User that declares a password hash
+    /// changes what is hidden (every field, not the hash alone), and its
+    /// declaration hash with it: the `sensitive` the hash covered was true
+    /// either way, so the change read as no change of the declaration.
+    #[test]
+    fn saying_sensitive_beside_a_sensitive_field_changes_the_declaration_hash() {
+        let hash = |envelope: &str| {
+            let repo = Repo::two_layers();
+            repo.file(
+                "base/users.yaml",
+                &format!(
+                    "datum: v1alpha1\ntype: User\nname: deploy\n{envelope}desired: {{shell: /bin/sh, password_hash: \"$6$s$h\"}}\n"
+                ),
+            );
+            let cat = compile(repo.path(), &web()).unwrap();
+            let r = cat.get(&ResourceId::new("User", "deploy")).unwrap();
+            (r.sensitive, r.declaration_hash.clone())
+        };
+        let (by_field, by_field_hash) = hash("");
+        let (whole, whole_hash) = hash("sensitive: true\n");
+        assert!(by_field && whole);
+        assert_ne!(by_field_hash, whole_hash);
+    }
 }
 
 mod catalogue {
