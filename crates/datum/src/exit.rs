@@ -45,8 +45,8 @@ pub fn kind_of_usage(err: &clap::Error) -> ErrorKind {
 pub fn usage_error(usage: crate::config::Usage) -> ! {
     let err = usage.error;
     let _ = err.print();
-    let code = ExitCode::Error(kind_of_usage(&err));
-    if usage.json && code.code() == 1 {
+    let kind = kind_of_usage(&err);
+    if usage.json && is_an_error(kind) {
         // clap's message is its first line (`error: ...`); the usage and
         // the hint after it stay on stderr.
         let text = err.to_string();
@@ -57,7 +57,18 @@ pub fn usage_error(usage: crate::config::Usage) -> ! {
             crate::render::json::error(&usage.command, &anyhow::Error::msg(message)),
         );
     }
-    std::process::exit(code.code())
+    std::process::exit(ExitCode::Error(kind).code())
+}
+
+/// Whether an error of `kind` ends the command as an error (exit 1): a
+/// usage error or a failure, which under `--output json` is an error
+/// document on stdout too; not help, a version, or a reader that closed
+/// stdout (exit 0, nothing to report).
+fn is_an_error(kind: ErrorKind) -> bool {
+    match kind {
+        ErrorKind::Usage | ErrorKind::Failed => true,
+        ErrorKind::Help | ErrorKind::ClosedOutput => false,
+    }
 }
 
 /// `error: MESSAGE` and each cause on its own line, except a cause the
@@ -124,7 +135,7 @@ pub fn report_error_as(
 ) -> ExitCode {
     let code = report_error(err);
     if format == datum_report::render::Format::Json
-        && code.code() == 1
+        && matches!(code, ExitCode::Error(kind) if is_an_error(kind))
         && !crate::render::json::begun()
     {
         // A stdout that cannot be written changes nothing: the exit code
@@ -152,6 +163,24 @@ mod tests {
         assert_eq!(ExitCode::Error(kind_of_usage(&help)).code(), 0);
         let version = crate::cli::Cli::try_parse_from(["datum", "--version"]).unwrap_err();
         assert_eq!(ExitCode::Error(kind_of_usage(&version)).code(), 0);
+    }
+
+    /// The kinds that are error documents under `--output json` are the
+    /// kinds that exit 1, every one of them.
+    #[test]
+    fn an_error_is_a_kind_that_exits_1() {
+        for kind in [
+            ErrorKind::Help,
+            ErrorKind::Usage,
+            ErrorKind::ClosedOutput,
+            ErrorKind::Failed,
+        ] {
+            assert_eq!(
+                is_an_error(kind),
+                ExitCode::Error(kind).code() == 1,
+                "{kind:?}"
+            );
+        }
     }
 
     #[test]
