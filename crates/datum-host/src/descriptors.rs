@@ -35,7 +35,13 @@ pub const WALK_MOST: usize = 4096;
 /// the cache and the fsync backlog, an eighth of copies (a quarter in
 /// descriptors) to staging ahead and an eighth to a walk, so the four
 /// together stay under seven eighths of it; each has a floor (16, 16, 8, 8)
-/// and the former fixed values as its ceiling. At a soft limit of 1,024
+/// and the former fixed values as its ceiling. Walks nested in one another
+/// on a thread share the walk's eighth: one inside another takes what the
+/// outer ones left, and at least half of it (`crate::way::Way::new`), so
+/// the Tree provider's three (its folders on the way, the purge's listing
+/// below them, `holds_excluded` in that) hold at most twice the walk's
+/// share, and the four at most the soft limit less [`RESERVE`] (each took
+/// a whole share before: three, past it). At a soft limit of 1,024
 /// that is 240/240/120/120, at 512 112/112/56/56, at 256 48/48/24/24, and
 /// at 128, the fewest a pass is given ([`FEWEST_OPEN_FILES`]), the floors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,10 +199,17 @@ mod tests {
         assert_eq!(at(None), (4096, 256, 128, 4096));
         // The four stay within the budget: a quarter, a quarter, an eighth
         // of copies of two descriptors each and an eighth.
+        // With walks nested three deep on a thread holding at most twice
+        // the walk's share (`way::tests::a_walk_inside_another_takes_what_it_left`),
+        // the four stay within the limit less the reserve.
         for soft in [super::FEWEST_OPEN_FILES, 200, 256, 384, 512, 1024, 4096] {
             let b = Budget::for_soft_limit(Some(soft));
             let held = b.folders + b.pending + 2 * b.stage_ahead + b.walk;
             assert!(held as u64 <= soft - super::RESERVE, "{soft}: {b:?}");
+            assert!(
+                (held + b.walk) as u64 <= soft - super::RESERVE,
+                "{soft}: {b:?}"
+            );
         }
     }
 

@@ -12,6 +12,8 @@
 //! Must not: decide what the walk does in a folder.
 
 use std::ffi::{OsStr, OsString};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::HostError;
 use crate::boundary::{Dir, errno};
@@ -28,8 +30,8 @@ struct Step {
 
 /// The folders from a walk's first folder down to the one it is in (see
 /// the module's documentation). The first folder and the one the walk is in
-/// are always held; of the others, at most `most - 2`, spaced out along the
-/// way, closer together near the bottom (`Way::trim`). Going back up, a
+/// are always held; of the others, at most `most - 2` (fewer inside another
+/// walk: [`Way::new`]), spaced out along the way, closer together near the bottom (`Way::trim`). Going back up, a
 /// folder let go is opened again from the nearest held above it, and the
 /// folders opened on the way to it are spaced out the same way below that
 /// one, so that each climbs a short way: going down and back up a chain D
@@ -40,6 +42,9 @@ struct Step {
 pub struct Way {
     steps: Vec<Step>,
     most: usize,
+    /// The folders held by the ways of the thread this one was made on,
+    /// this one's included (see [`Way::new`]).
+    thread_held: Arc<AtomicUsize>,
     /// The steps holding their folder, shallowest first (the first step
     /// always; the last whenever the walk has been [`Way::here`] or
     /// [`Way::enter`]ed since it last left one).
@@ -59,11 +64,25 @@ fn id_of(dir: &Dir) -> Result<(u64, u64), HostError> {
     Ok((st.st_dev, st.st_ino))
 }
 
+thread_local! {
+    /// The folders held by the ways made on this thread: a walk inside
+    /// another (the Tree provider's folders, the purge's listing below
+    /// them, `holds_excluded` inside that) takes what the others left.
+    static THREAD_HELD: Arc<AtomicUsize> = Arc::new(AtomicUsize::new(0));
+}
+
 impl Way {
     /// A walk starting in `first`, holding at most `most` folders open (at
-    /// least two: the first and the one the walk is in).
+    /// least two: the first and the one the walk is in) less those the
+    /// other ways of this thread hold (the walks it is inside of), but at
+    /// least half of `most`: walks nested three deep, as the Tree
+    /// provider's are, hold at most twice `most` together, not three times
+    /// (each used to take the whole share; see
+    /// [`crate::descriptors::Budget`]).
     pub fn new(first: Dir, most: usize) -> Result<Way, HostError> {
         let id = id_of(&first)?;
+        let thread_held = THREAD_HELD.with(Arc::clone);
+        thread_held.fetch_add(1, Ordering::Relaxed);
         Ok(Way {
             steps: vec![Step {
                 name: OsString::new(),
@@ -71,6 +90,7 @@ impl Way {
                 dir: Some(first),
             }],
             most: most.max(2),
+            thread_held,
             held: vec![0],
             #[cfg(test)]
             looked: 0,
@@ -100,7 +120,7 @@ impl Way {
             dir: Some(dir),
         });
         let last = self.steps.len() - 1;
-        self.held.push(last);
+        self.hold(last);
         self.trim(last);
         Ok(())
     }
@@ -115,6 +135,7 @@ impl Way {
         // Held, it is the deepest held.
         if self.held.last() == Some(&self.steps.len()) {
             self.held.pop();
+            self.thread_held.fetch_sub(1, Ordering::Relaxed);
         }
         Some(step.name)
     }
@@ -152,7 +173,7 @@ impl Way {
                 return Err(moved());
             }
             self.steps[at].dir = Some(dir.clone());
-            self.held.push(at);
+            self.hold(at);
             #[cfg(test)]
             {
                 self.opened += 1;
@@ -165,8 +186,24 @@ impl Way {
         Ok(above)
     }
 
+    /// Step `at` holds its folder now (the deepest held).
+    fn hold(&mut self, at: usize) {
+        self.held.push(at);
+        self.thread_held.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The most folders this way may hold now: `most` less those the other
+    /// ways of its thread hold, but at least half of `most` (and two).
+    fn most_now(&self) -> usize {
+        let others = self
+            .thread_held
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.held.len());
+        self.most.saturating_sub(others).max(self.most / 2).max(2)
+    }
+
     /// Lets folders go (the first and the deepest held aside) while more
-    /// than `most` are held, each time the one whose neighbours held above
+    /// than it may hold are held ([`Way::most_now`]), each time the one whose neighbours held above
     /// and below are closest for its distance from `bottom` (the folder the
     /// walk is in or is reaching again): what stays held is spaced out
     /// along the way, closer together near the bottom, as going back up
@@ -174,11 +211,12 @@ impl Way {
     /// side by side), so that the comparisons, a look at each held folder,
     /// come to a few per folder entered or opened again.
     fn trim(&mut self, bottom: usize) {
-        if self.held.len() <= self.most {
+        let most = self.most_now();
+        if self.held.len() <= most {
             return;
         }
-        let keep = self.most - self.most / 16;
-        while self.held.len() > self.most {
+        let keep = most - most / 16;
+        while self.held.len() > most {
             let excess = self.held.len() - keep;
             // (how close its neighbours are for their distance from the
             // bottom, as the fraction `span / reach`; its index in `held`)
@@ -217,12 +255,20 @@ impl Way {
                     self.steps[at].dir = None;
                 }
             }
+            self.thread_held.fetch_sub(gone, Ordering::Relaxed);
             let mut j = 0;
             self.held.retain(|_| {
                 j += 1;
                 !go[j - 1]
             });
         }
+    }
+}
+
+impl Drop for Way {
+    fn drop(&mut self) {
+        self.thread_held
+            .fetch_sub(self.held.len(), Ordering::Relaxed);
     }
 }
 
@@ -317,6 +363,79 @@ mod tests {
                 "{opened} folders opened again going back up {depth} deep holding {most}"
             );
         }
+    }
+
+    /// A walk inside another on the same thread takes what the outer one
+    /// left, and at least half its bound: each used to take its whole
+    /// share, so the Tree provider's walks nested three deep (its folders,
+    /// the purge's listing, `holds_excluded`) held three shares and ate
+    /// into the descriptors kept in reserve. Three nested, each going down
+    /// a chain past the bound, hold at most twice it together; a walk on
+    /// another thread is not counted, and what a walk lets go or leaves is
+    /// given back.
+    #[test]
+    fn a_walk_inside_another_takes_what_it_left() {
+        let tmp = tempfile::tempdir().unwrap();
+        let chain = |root: &std::path::Path, depth: usize| {
+            let path: std::path::PathBuf = std::iter::repeat_n("d", depth).collect();
+            std::fs::create_dir_all(root.join(path)).unwrap();
+        };
+        let down = |way: &mut Way, depth: usize| {
+            for _ in 0..depth {
+                let sub = way
+                    .here()
+                    .unwrap()
+                    .open_child_dir(OsStr::new("d"))
+                    .unwrap()
+                    .unwrap();
+                way.enter(OsStr::new("d"), sub).unwrap();
+            }
+        };
+        for name in ["a", "b", "c"] {
+            chain(&tmp.path().join(name), 40);
+        }
+        // (Under 16, a way lets go of one folder at a time: it holds its bound.)
+        let most = 12;
+        let open = |name: &str| Dir::open_path(&tmp.path().join(name)).unwrap();
+        let mut outer = Way::new(open("a"), most).unwrap();
+        down(&mut outer, 40);
+        assert_eq!(outer.held(), most);
+        let mut middle = Way::new(open("b"), most).unwrap();
+        down(&mut middle, 40);
+        assert_eq!(middle.held(), most / 2);
+        let mut inner = Way::new(open("c"), most).unwrap();
+        down(&mut inner, 40);
+        assert_eq!(inner.held(), most / 2);
+        assert_eq!(outer.thread_held.load(Ordering::Relaxed), 2 * most);
+        // Going back up still works in so few, each folder the one met.
+        while inner.depth() > 0 {
+            inner.here().unwrap();
+            assert!(inner.held() <= most / 2, "{}", inner.held());
+            inner.leave();
+        }
+        drop(inner);
+        // Another thread's walk is not counted.
+        let other = open("c");
+        let held = std::thread::spawn(move || {
+            let mut way = Way::new(other, most).unwrap();
+            down(&mut way, 40);
+            way.held()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(held, most);
+        // What the outer walk holds less, the middle one may hold more.
+        while outer.depth() > 3 {
+            outer.leave();
+        }
+        let outer_held = outer.held();
+        assert!(outer_held <= 4, "{outer_held}");
+        drop(middle);
+        let mut middle = Way::new(open("b"), most).unwrap();
+        down(&mut middle, 40);
+        assert_eq!(middle.held(), most - outer_held);
+        drop((middle, outer));
+        assert_eq!(THREAD_HELD.with(|h| h.load(Ordering::Relaxed)), 0);
     }
 
     /// A chain walked down and back up past the bound holds at most the
