@@ -31,6 +31,7 @@ pub mod origin;
 pub mod outcome;
 pub mod parallel;
 pub mod progress;
+pub mod quarantine;
 pub mod resource;
 pub mod schema;
 pub mod suggest;
@@ -47,6 +48,7 @@ pub use id::{ParseIdError, ReferenceText, ResourceId};
 pub use observed::{FileMeta, Observed, Presence};
 pub use origin::Origin;
 pub use outcome::{Intent, Outcome, Phase};
+pub use quarantine::{Quarantine, QuarantineSource, QuarantineTarget};
 pub use resource::{AnyDeclaration, DEFAULT_CLASS, HeldDeclaration, Resource};
 
 /// How a value from a resource marked `sensitive: true` is written wherever a

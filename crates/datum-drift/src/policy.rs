@@ -12,8 +12,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use datum_core::ResourceId;
-use datum_store::{Quarantine, QuarantineTarget};
+use datum_core::{Quarantine, QuarantineTarget, ResourceId};
 
 use crate::check::Handling;
 use crate::classes::{ClassSpec, Policy, Scope};
@@ -273,7 +272,7 @@ pub fn patch_file_name(id: &ResourceId, extension: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use datum_store::QuarantineSource;
+    use datum_core::QuarantineSource;
 
     use super::*;
 

@@ -28,70 +28,35 @@ pub struct Accepted {
     pub patch: Option<String>,
 }
 
-/// What is excluded from apply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum QuarantineTarget {
-    Resource(ResourceId),
-    /// The whole host (a class whose policy quarantines the host).
-    Host,
-}
+// The value types live in `datum_core` (plain data the drift rules use too,
+// without linking the store); they stay reachable here under their old path.
+pub use datum_core::{Quarantine, QuarantineSource, QuarantineTarget};
 
-impl QuarantineTarget {
-    fn key(&self) -> String {
-        match self {
-            QuarantineTarget::Resource(id) => id.to_string(),
-            QuarantineTarget::Host => HOST_TARGET.to_owned(),
-        }
-    }
-
-    fn from_key(key: &str) -> Option<Self> {
-        if key == HOST_TARGET {
-            return Some(QuarantineTarget::Host);
-        }
-        ResourceId::parse(key).ok().map(QuarantineTarget::Resource)
+/// The stored text of a quarantine's target: its resource id, or
+/// [`HOST_TARGET`] for the whole host.
+fn target_key(target: &QuarantineTarget) -> String {
+    match target {
+        QuarantineTarget::Resource(id) => id.to_string(),
+        QuarantineTarget::Host => HOST_TARGET.to_owned(),
     }
 }
 
-/// Who put something in quarantine: it decides who may take it out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum QuarantineSource {
-    /// A person (break-glass): no automatic action ever touches it.
-    Person,
-    /// A class whose policy is `quarantine`.
-    Policy,
-    /// Flap detection escalated a resource that kept drifting after reverts.
-    Flapping,
+/// The target stored as `key` ([`target_key`]'s inverse).
+fn target_from_key(key: &str) -> Option<QuarantineTarget> {
+    if key == HOST_TARGET {
+        return Some(QuarantineTarget::Host);
+    }
+    ResourceId::parse(key).ok().map(QuarantineTarget::Resource)
 }
 
-impl QuarantineSource {
-    /// The word stored and reported: `person`, `policy`, `flapping`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QuarantineSource::Person => "person",
-            QuarantineSource::Policy => "policy",
-            QuarantineSource::Flapping => "flapping",
-        }
+/// The source stored as `text` ([`QuarantineSource::as_str`]'s inverse).
+fn source_from_word(text: &str) -> Option<QuarantineSource> {
+    match text {
+        "person" => Some(QuarantineSource::Person),
+        "policy" => Some(QuarantineSource::Policy),
+        "flapping" => Some(QuarantineSource::Flapping),
+        _ => None,
     }
-
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "person" => Some(QuarantineSource::Person),
-            "policy" => Some(QuarantineSource::Policy),
-            "flapping" => Some(QuarantineSource::Flapping),
-            _ => None,
-        }
-    }
-}
-
-/// One quarantined target.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Quarantine {
-    pub target: QuarantineTarget,
-    pub reason: String,
-    pub source: QuarantineSource,
-    pub since: i64,
 }
 
 impl Batch<'_> {
@@ -151,7 +116,7 @@ impl Batch<'_> {
                             THEN quarantine.reason ELSE excluded.reason END, \
                    source = CASE WHEN quarantine.source = 'person' THEN 'person' \
                             ELSE excluded.source END",
-                params![target.key(), reason, source.as_str(), at],
+                params![target_key(target), reason, source.as_str(), at],
             )
             .map(drop)
             .map_err(sql(self.path, "cannot record quarantine"))
@@ -170,12 +135,18 @@ impl Batch<'_> {
     pub fn release(&self, target: &QuarantineTarget) -> Result<bool, StoreError> {
         let released = self
             .tx
-            .execute("DELETE FROM quarantine WHERE target = ?1", [target.key()])
+            .execute(
+                "DELETE FROM quarantine WHERE target = ?1",
+                [target_key(target)],
+            )
             .map(|n| n > 0)
             .map_err(sql(self.path, "cannot release quarantine"))?;
         if released && let QuarantineTarget::Resource(_) = target {
             self.tx
-                .execute("DELETE FROM reverts WHERE resource = ?1", [target.key()])
+                .execute(
+                    "DELETE FROM reverts WHERE resource = ?1",
+                    [target_key(target)],
+                )
                 .map_err(sql(self.path, "cannot release quarantine"))?;
         }
         Ok(released)
@@ -251,10 +222,10 @@ pub(super) fn read_quarantined(
     rows.into_iter()
         .map(|(target, reason, source, since)| {
             Ok(Quarantine {
-                target: QuarantineTarget::from_key(&target)
+                target: target_from_key(&target)
                     .ok_or_else(|| malformed(path, "quarantine target", &target))?,
                 reason,
-                source: QuarantineSource::parse(&source)
+                source: source_from_word(&source)
                     .ok_or_else(|| malformed(path, "quarantine source", &source))?,
                 since,
             })
@@ -321,11 +292,11 @@ impl Store {
         &self,
         target: &QuarantineTarget,
     ) -> Result<Option<Quarantine>, StoreError> {
-        let key = target.key();
+        let key = target_key(target);
         Ok(self
             .quarantined()?
             .into_iter()
-            .find(|q| q.target.key() == key))
+            .find(|q| target_key(&q.target) == key))
     }
 
     /// See [`Batch::accept`]; one transaction.
