@@ -278,6 +278,27 @@ impl Serialize for Resources<'_, '_> {
     }
 }
 
+/// [`declaration_hash`] of `r`: every input taken from the resource but
+/// the content checksum and the requirements, which the callers choose
+/// (the snapshot's reader has the checksum from the source file, and the
+/// hash covers the explicit requirements only). Every caller goes through
+/// here, so a new input of the hash is added in one place.
+pub(crate) fn declaration_hash_of(
+    r: &Resource,
+    content_sha256: Option<&str>,
+    requires: &[ResourceId],
+) -> String {
+    declaration_hash(
+        &r.id,
+        &r.desired,
+        content_sha256,
+        r.validate.as_deref(),
+        r.sensitive,
+        r.sensitive_by_field_only,
+        requires,
+    )
+}
+
 /// SHA-256 over the canonical JSON (sorted keys, no spaces) of everything
 /// declared about a resource: kind, name, desired, content checksum,
 /// validate, sensitive, and its explicit requirements; and, only when it

@@ -50,9 +50,11 @@ pub struct Resource {
     /// from, or, for a field a later layer removed (set to null), where it
     /// was removed (then it is not in `desired`; `content`: no content).
     pub field_origins: BTreeMap<String, Origin>,
-    /// Hash of everything declared about the resource (fields + content hash):
-    /// when it differs from the one recorded at the last verified apply, a
-    /// change is intentional; when equal, it is corrective.
+    /// Hash of everything declared about the resource (its id, fields,
+    /// content checksum, validator, sensitivity and explicit requirements;
+    /// the catalogue computes it): when it differs from the one recorded at
+    /// the last verified apply, a change is intentional; when equal, it is
+    /// corrective.
     pub declaration_hash: String,
     /// The kind's parsed declaration of this resource, made at its first
     /// use and kept for every later pass (see [`HeldDeclaration`]). Never

@@ -3,7 +3,7 @@
 //! kinds' ordering capability), and the resources built in that order.
 
 use super::{Analysis, Take, Written};
-use crate::catalogue::{Catalogue, declaration_hash};
+use crate::catalogue::{Catalogue, declaration_hash_of};
 use crate::content::{CONTENT_KEYS, ContentKind};
 use crate::graph;
 use crate::host::HostIdentity;
@@ -235,13 +235,9 @@ impl<'r> Analysis<'r> {
         let undeclared = in_stretches(&mut resources, |first, stretch| {
             let mut undeclared = Vec::new();
             for (k, r) in stretch.iter_mut().enumerate() {
-                r.declaration_hash = declaration_hash(
-                    &r.id,
-                    &r.desired,
+                r.declaration_hash = declaration_hash_of(
+                    r,
                     r.content.as_ref().map(|c| c.sha256.as_str()),
-                    r.validate.as_deref(),
-                    r.sensitive,
-                    r.sensitive_by_field_only,
                     &r.requires,
                 );
                 if !declare {

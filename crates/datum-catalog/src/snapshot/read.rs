@@ -551,15 +551,7 @@ fn fill_withheld(
         let (digests, size) =
             crate::content::hash_file(&source).map_err(|_| Unused::SourceUnreadable)?;
         let sha256 = digests.sha256_hex();
-        let declaration_hash = crate::catalogue::declaration_hash(
-            &r.id,
-            &r.desired,
-            Some(&sha256),
-            r.validate.as_deref(),
-            r.sensitive,
-            r.sensitive_by_field_only,
-            requires,
-        );
+        let declaration_hash = crate::catalogue::declaration_hash_of(&r, Some(&sha256), requires);
         if !entries.set_declaration_hash(at, &declaration_hash) {
             return Err(Unused::Format);
         }

@@ -830,13 +830,9 @@ fn a_damaged_or_foreign_file_is_ignored() {
 /// `r`'s declaration hash as the compile computes it, over its first
 /// `explicit` requirements.
 fn rehash(r: &mut Resource, explicit: usize) {
-    r.declaration_hash = crate::catalogue::declaration_hash(
-        &r.id,
-        &r.desired,
+    r.declaration_hash = crate::catalogue::declaration_hash_of(
+        r,
         r.content.as_ref().map(|c| c.sha256.as_str()),
-        r.validate.as_deref(),
-        r.sensitive,
-        r.sensitive_by_field_only,
         &r.requires[..explicit],
     );
 }

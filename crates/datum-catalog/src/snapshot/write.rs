@@ -205,15 +205,7 @@ fn explicit_requirements(r: &Resource) -> Option<u32> {
     let sha256 = r.content.as_ref().map(|c| c.sha256.as_str());
     (0..=r.requires.len())
         .find(|&n| {
-            crate::catalogue::declaration_hash(
-                &r.id,
-                &r.desired,
-                sha256,
-                r.validate.as_deref(),
-                r.sensitive,
-                r.sensitive_by_field_only,
-                &r.requires[..n],
-            ) == r.declaration_hash
+            crate::catalogue::declaration_hash_of(r, sha256, &r.requires[..n]) == r.declaration_hash
         })
         .and_then(|n| u32::try_from(n).ok())
 }
