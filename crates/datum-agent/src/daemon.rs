@@ -21,7 +21,7 @@ use datum_core::ResourceId;
 use crate::check::{Cancel, CheckReport, ClassChecker, Conclusion, LoadError, Loaded, Scope};
 use crate::http::{Health, HttpError, HttpServer};
 use crate::metrics::Metrics;
-use crate::schedule::{Due, Schedule, detection_bound};
+use crate::schedule::{Detection, Due, Schedule, detection_bound};
 use crate::signals::{self, Signal};
 use crate::watch::{WatchNews, WatchPlan, Watcher};
 
@@ -488,10 +488,16 @@ impl Agent {
         let watching = state.watcher.is_some() && !state.degraded;
         for class in state.schedule.classes() {
             let watched = class.watch && watching;
+            let detection = if watched {
+                Detection::Watch {
+                    debounce: self.cfg.debounce,
+                }
+            } else {
+                Detection::Interval
+            };
             let bound = detection_bound(
                 class.interval,
-                watched,
-                self.cfg.debounce,
+                detection,
                 state.schedule.inspection_p95(&class.name),
             );
             self.metrics.set_detection(&class.name, bound, watched);

@@ -69,7 +69,8 @@
 //!
 //! // What `datum schedule` should print for a watched class: the debounce
 //! // plus the inspection time, not the interval.
-//! let bound = detection_bound(Duration::from_secs(60), true, WATCH_DEBOUNCE, Duration::from_millis(3));
+//! let watch = Detection::Watch { debounce: WATCH_DEBOUNCE };
+//! let bound = detection_bound(Duration::from_secs(60), watch, Duration::from_millis(3));
 //! assert_eq!(bound, Duration::from_millis(103));
 //! ```
 
@@ -96,4 +97,6 @@ pub use check::{
 };
 pub use daemon::{Agent, AgentConfig, Log, LogLevel};
 pub use metrics::Metrics;
-pub use schedule::{DEFAULT_FULL_INTERVAL, WATCH_DEBOUNCE, detection_bound, jitter_offset};
+pub use schedule::{
+    DEFAULT_FULL_INTERVAL, Detection, WATCH_DEBOUNCE, detection_bound, jitter_offset,
+};

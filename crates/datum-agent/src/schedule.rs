@@ -55,22 +55,9 @@ pub fn until_next_slot(unix_now: Duration, interval: Duration, offset: Duration)
     Duration::from_millis(u64::try_from(wait).unwrap_or(u64::MAX))
 }
 
-/// The longest a change can stay unseen in a class: the interval plus the
-/// inspection time for a polled class; the debounce plus the inspection time
-/// for a watched class whose watches are all in place. `datum schedule`
-/// prints this; the agent exports it as `datum_detection_bound_seconds`.
-pub fn detection_bound(
-    interval: Duration,
-    watching: bool,
-    debounce: Duration,
-    inspection: Duration,
-) -> Duration {
-    if watching {
-        debounce + inspection
-    } else {
-        interval + inspection
-    }
-}
+/// The bound the agent exports as `datum_detection_bound_seconds`: the
+/// formula `datum schedule` and the fleet report use too, in `datum-core`.
+pub use datum_core::bound::{Detection, detection_bound};
 
 /// What the daemon should run now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -295,18 +282,6 @@ mod tests {
         let on_time = late + Duration::from_secs(3);
         s.ran_class("critical", on_time, slot + interval);
         assert_eq!(s.next_deadline(), on_time + interval);
-    }
-
-    #[test]
-    fn detection_bound_is_interval_or_debounce_plus_inspection() {
-        let i = Duration::from_secs(60);
-        let d = Duration::from_millis(100);
-        let t = Duration::from_millis(40);
-        assert_eq!(
-            detection_bound(i, false, d, t),
-            Duration::from_millis(60_040)
-        );
-        assert_eq!(detection_bound(i, true, d, t), Duration::from_millis(140));
     }
 
     #[test]

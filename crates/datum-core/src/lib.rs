@@ -17,6 +17,7 @@
     )
 )]
 
+pub mod bound;
 pub mod boundary;
 pub mod changed_by;
 pub mod content;

@@ -4,12 +4,18 @@
 //! metadata-first class has two: that one for changes its metadata shows
 //! (size, times, inode, owner, mode), and `audit_every` × interval plus the
 //! inspection time for an edit that keeps size and times (only a content
-//! audit reads it; without `audit_every`, never).
+//! audit reads it; without `audit_every`, never). A watched class has two
+//! as well: under the agent, the debounce plus the inspection time for what
+//! a watch sees, and interval + p95 for what no watch sees.
 //!
-//! Owns: [`ScheduleRow`] and [`detection_bound`]. Must not: read the store
-//! (the binary passes the percentiles in).
+//! Owns: [`ScheduleRow`]. Must not: read the store (the binary passes the
+//! percentiles in). The formula itself is [`detection_bound`], in
+//! `datum-core` so the agent (which depends on nothing else) states the
+//! same.
 
 use std::time::Duration;
+
+pub use datum_core::bound::{Detection, detection_bound};
 
 use serde::Serialize;
 
@@ -27,7 +33,9 @@ pub struct ScheduleRow {
     pub p95_ms: Option<u64>,
     pub samples: usize,
     /// Interval + p95 (for a watched class under `datum agent`: the
-    /// watch's debounce + p95); `None` until a check has been measured.
+    /// watch's debounce + p95 of watch-triggered checks, or of ordinary
+    /// checks until the agent has measured one); `None` until a check has
+    /// been measured.
     pub detection_bound_ms: Option<u64>,
     /// A metadata-first class: how long an edit that keeps size and times
     /// can go unnoticed (`audit_every` × interval + p95); `None` for a full
@@ -60,11 +68,6 @@ pub struct ScheduleRow {
     pub resources: usize,
 }
 
-/// Interval + inspection time.
-pub fn detection_bound(interval: Duration, inspection_p95: Duration) -> Duration {
-    interval + inspection_p95
-}
-
 /// A metadata-first class's bound for an edit that keeps size and times:
 /// the audit comes every `audit_every` checks of the class.
 pub fn stamp_preserving_bound(
@@ -76,7 +79,39 @@ pub fn stamp_preserving_bound(
 }
 
 impl ScheduleRow {
-    pub fn new(spec: &ClassSpec, resources: usize, p: Option<(u64, u64, usize)>) -> Self {
+    /// The row of `spec`, with `resources` resources and `p` = (p50, p95,
+    /// samples) of its checks. A watched class (`spec.watch`) states
+    /// `debounce` + `watch_p95_ms` (the p95 of the agent's watch-triggered
+    /// checks; `None` until it measured one, when the checks' p95 stands
+    /// in) as its bound, and interval + p95 as `unwatched_bound_ms`; both
+    /// are ignored for a polled class.
+    pub fn new(
+        spec: &ClassSpec,
+        resources: usize,
+        p: Option<(u64, u64, usize)>,
+        debounce: Duration,
+        watch_p95_ms: Option<u64>,
+    ) -> Self {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let interval_bound = p.map(|x| {
+            ms(detection_bound(
+                spec.interval,
+                Detection::Interval,
+                Duration::from_millis(x.1),
+            ))
+        });
+        let (detection_bound_ms, unwatched_bound_ms) = if spec.watch {
+            let watched = watch_p95_ms.or(p.map(|x| x.1)).map(|p95| {
+                ms(detection_bound(
+                    spec.interval,
+                    Detection::Watch { debounce },
+                    Duration::from_millis(p95),
+                ))
+            });
+            (watched, interval_bound)
+        } else {
+            (interval_bound, None)
+        };
         ScheduleRow {
             class: spec.name.clone(),
             interval_s: spec.interval.as_secs(),
@@ -86,9 +121,7 @@ impl ScheduleRow {
             p50_ms: p.map(|x| x.0),
             p95_ms: p.map(|x| x.1),
             samples: p.map_or(0, |x| x.2),
-            detection_bound_ms: p.map(|x| {
-                detection_bound(spec.interval, Duration::from_millis(x.1)).as_millis() as u64
-            }),
+            detection_bound_ms,
             stamp_preserving_bound_ms: match (spec.content, spec.audit_every, p) {
                 (ContentMode::Metadata, Some(every), Some(x)) => Some(
                     stamp_preserving_bound(spec.interval, every, Duration::from_millis(x.1))
@@ -99,8 +132,8 @@ impl ScheduleRow {
             stamp_preserving_never: spec.content == ContentMode::Metadata
                 && spec.audit_every.is_none(),
             resources,
-            watched: false,
-            unwatched_bound_ms: None,
+            watched: spec.watch,
+            unwatched_bound_ms,
             attributed: spec.attribute,
             on_change_by: spec.on_change_by,
         }
@@ -116,13 +149,18 @@ pub fn format_ms(ms: u64) -> String {
 mod tests {
     use super::*;
 
+    const DEBOUNCE: Duration = Duration::from_millis(100);
+
     #[test]
     fn bound_is_interval_plus_p95() {
         let spec = ClassSpec::default_named("normal");
-        let row = ScheduleRow::new(&spec, 4, Some((100, 250, 7)));
+        let row = ScheduleRow::new(&spec, 4, Some((100, 250, 7)), DEBOUNCE, None);
         assert_eq!(row.detection_bound_ms, Some(3_600_250));
         assert_eq!(format_ms(3_600_250), "1h 250ms");
-        assert_eq!(ScheduleRow::new(&spec, 0, None).detection_bound_ms, None);
+        assert_eq!(
+            ScheduleRow::new(&spec, 0, None, DEBOUNCE, None).detection_bound_ms,
+            None
+        );
         assert_eq!(row.stamp_preserving_bound_ms, None);
         assert!(!row.stamp_preserving_never);
     }
@@ -133,12 +171,39 @@ mod tests {
         spec.content = ContentMode::Metadata;
         spec.interval = Duration::from_secs(300);
         spec.audit_every = Some(3);
-        let row = ScheduleRow::new(&spec, 4, Some((100, 250, 7)));
+        let row = ScheduleRow::new(&spec, 4, Some((100, 250, 7)), DEBOUNCE, None);
         assert_eq!(row.detection_bound_ms, Some(300_250));
         assert_eq!(row.stamp_preserving_bound_ms, Some(900_250));
         spec.audit_every = None;
-        let row = ScheduleRow::new(&spec, 4, Some((100, 250, 7)));
+        let row = ScheduleRow::new(&spec, 4, Some((100, 250, 7)), DEBOUNCE, None);
         assert_eq!(row.stamp_preserving_bound_ms, None);
         assert!(row.stamp_preserving_never);
+    }
+
+    #[test]
+    fn a_watched_class_states_the_watch_bound_and_the_interval_bound_for_what_no_watch_sees() {
+        let mut spec = ClassSpec::default_named("critical");
+        spec.interval = Duration::from_secs(60);
+        spec.watch = true;
+        // The watch-triggered checks measured: debounce + their p95.
+        let row = ScheduleRow::new(&spec, 3, Some((100, 250, 7)), DEBOUNCE, Some(20));
+        assert!(row.watched);
+        assert_eq!(row.detection_bound_ms, Some(120));
+        assert_eq!(row.unwatched_bound_ms, Some(60_250));
+        // None measured yet: the checks' p95 stands in.
+        let row = ScheduleRow::new(&spec, 3, Some((100, 250, 7)), DEBOUNCE, None);
+        assert_eq!(row.detection_bound_ms, Some(350));
+        assert_eq!(row.unwatched_bound_ms, Some(60_250));
+        let row = ScheduleRow::new(&spec, 3, None, DEBOUNCE, None);
+        assert_eq!(
+            (row.detection_bound_ms, row.unwatched_bound_ms),
+            (None, None)
+        );
+        // A polled class ignores the watch's inputs.
+        spec.watch = false;
+        let row = ScheduleRow::new(&spec, 3, Some((100, 250, 7)), DEBOUNCE, Some(20));
+        assert!(!row.watched);
+        assert_eq!(row.detection_bound_ms, Some(60_250));
+        assert_eq!(row.unwatched_bound_ms, None);
     }
 }

@@ -347,6 +347,14 @@ pub fn now_ms() -> i64 {
 /// Each class's interval and detection bound (interval + p95 of recent
 /// inspections), as the host knows them; and the expected interval between
 /// two reports: `report.yaml`'s, else the shortest class interval.
+///
+/// A watched class's bound here is interval + p95 too, the bound that holds
+/// for every change (`datum schedule` states it as `unwatched_bound_ms`):
+/// what no watch sees waits for the interval, a report of `datum check` or
+/// `datum apply` cannot know whether an agent's watches are in place, and
+/// the server takes the bound as what its sampling view guarantees. The
+/// shorter bound of what a watch sees is `datum schedule`'s and the agent's
+/// `datum_detection_bound_seconds`.
 pub fn class_bounds(
     classes: &datum_drift::classes::Classes,
     counts: &std::collections::BTreeMap<String, u64>,
@@ -376,8 +384,12 @@ pub fn class_bounds(
                 policy: Some(spec.policy.word().to_owned()),
                 interval_s: spec.interval.as_secs(),
                 bound_ms: p95.map(|p| {
-                    datum_drift::schedule::detection_bound(spec.interval, Duration::from_millis(p))
-                        .as_millis() as u64
+                    let bound = datum_drift::schedule::detection_bound(
+                        spec.interval,
+                        datum_drift::schedule::Detection::Interval,
+                        Duration::from_millis(p),
+                    );
+                    u64::try_from(bound.as_millis()).unwrap_or(u64::MAX)
                 }),
                 resources: counts.get(name).copied().unwrap_or(0),
             }
@@ -595,5 +607,59 @@ mod tests {
         assert_eq!(status.dropped_total, 10 - kept, "{status:?}");
         // The newest are kept (the oldest queued is among the last ones).
         assert_eq!(status.oldest_queued_at, Some(100 + 10 - kept as i64));
+    }
+
+    /// The fleet report states the bound that holds for every change: for a
+    /// watched class interval + p95, what `datum schedule` states for what
+    /// no watch sees, computed by the same formula; for a polled class the
+    /// schedule's one bound.
+    #[test]
+    fn a_classs_bound_is_the_schedules_bound_for_every_change() {
+        use datum_drift::schedule::ScheduleRow;
+        use std::collections::BTreeMap;
+        let classes = datum_drift::classes::Classes::parse(&serde_json::json!({
+            "critical": {"interval": "60s", "watch": true},
+            "normal": {"interval": "1h"},
+        }))
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(&dir.path().join("state.db")).unwrap();
+        let batch = store.batch().unwrap();
+        for (command, ms) in [("check", 250), ("agent-watch", 20)] {
+            let id = batch
+                .record_pass(&datum_store::PassRecord {
+                    started_at: 1,
+                    finished_at: 2,
+                    command: command.to_owned(),
+                    host: "web-1".to_owned(),
+                    counts: BTreeMap::new(),
+                    duration_ms: ms,
+                    exit_code: 0,
+                })
+                .unwrap();
+            for class in ["critical", "normal"] {
+                batch.record_class_inspection(id, class, ms).unwrap();
+            }
+        }
+        batch.commit().unwrap();
+        let counts = BTreeMap::from([("critical".to_owned(), 3), ("normal".to_owned(), 5)]);
+        let (bounds, _) = class_bounds(&classes, &counts, Some(&store), None);
+        let row = |name: &str| {
+            let spec = classes.get(name);
+            ScheduleRow::new(
+                spec,
+                0,
+                Some((250, 250, 1)),
+                Duration::from_millis(100),
+                Some(20),
+            )
+        };
+        let critical = bounds.iter().find(|b| b.class == "critical").unwrap();
+        assert_eq!(critical.bound_ms, Some(60_250));
+        assert_eq!(critical.bound_ms, row("critical").unwatched_bound_ms);
+        assert_eq!(row("critical").detection_bound_ms, Some(120));
+        let normal = bounds.iter().find(|b| b.class == "normal").unwrap();
+        assert_eq!(normal.bound_ms, Some(3_600_250));
+        assert_eq!(normal.bound_ms, row("normal").detection_bound_ms);
     }
 }

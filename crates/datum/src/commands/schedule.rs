@@ -51,13 +51,11 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                 })
                 .flatten()
                 .map(|p| (p.p50_ms, p.p95_ms, p.samples));
-            let mut row = ScheduleRow::new(spec, count, p);
-            if spec.watch {
-                // Under `datum agent` a watched class is checked within the
-                // watch's debounce of a change: the bound is debounce plus
-                // the inspection time of watch-triggered checks (or of
-                // ordinary checks until the agent has measured some).
-                let watched_p95 = store
+            // Under `datum agent` a watched class is checked within the
+            // watch's debounce of a change: its bound takes the inspection
+            // time of watch-triggered checks.
+            let watch_p95 = if spec.watch {
+                store
                     .as_ref()
                     .and_then(|s| {
                         s.inspection_percentiles("agent-watch", Some(&spec.name), RECENT)
@@ -65,21 +63,10 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
                     })
                     .flatten()
                     .map(|p| p.p95_ms)
-                    .or(row.p95_ms);
-                row.watched = true;
-                // What no watch sees waits for the interval's checks.
-                row.unwatched_bound_ms = row.detection_bound_ms;
-                row.detection_bound_ms = watched_p95.map(|p95| {
-                    datum_agent::detection_bound(
-                        spec.interval,
-                        true,
-                        datum_agent::WATCH_DEBOUNCE,
-                        std::time::Duration::from_millis(p95),
-                    )
-                    .as_millis() as u64
-                });
-            }
-            row
+            } else {
+                None
+            };
+            ScheduleRow::new(spec, count, p, datum_agent::WATCH_DEBOUNCE, watch_p95)
         })
         .collect();
     crate::render::emit(&Scheduled { rows }, global)?;
