@@ -135,9 +135,7 @@ impl Walk {
         if d.purge {
             let mut found = Vec::new();
             unmanaged(&self.live, Path::new(""), d, &self.exclusions, &mut found)?;
-            for path in found {
-                self.folders.entry(&path)?.remove_all()?;
-            }
+            purge(&mut self.folders, &found)?;
         }
         Ok(false)
     }
@@ -186,20 +184,32 @@ impl Walk {
 /// by `holds_excluded` once: the folders it finds holding an excluded
 /// entry are remembered, so the folders inside it are not looked into
 /// again at each level (a chain of them was read once per folder above it).
+///
+/// Each entry found comes with the device and inode of itself and of the
+/// folder it was listed in, looked at through the handle that was listed
+/// (and, for a folder, the one `holds_excluded` looked into), for
+/// [`purge`] to check. A folder found is looked into through the very
+/// handle it is then listed by; one that `holds_excluded` did not find
+/// kept, below a kept folder (reached again by its name, which whoever
+/// may write in its parent can swap since), is looked into again through
+/// its own handle before it is called unmanaged: once more for what the
+/// purge removes, never for what it keeps.
 fn unmanaged(
     dir: &Dir,
     rel: &Path,
     d: &TreeDesired,
     exclusions: &Exclusions,
-    found: &mut Vec<std::path::PathBuf>,
+    found: &mut Vec<Listed>,
 ) -> Result<(), ProviderError> {
     use std::os::unix::ffi::OsStrExt as _;
-    /// A folder being listed: its entries not looked at yet, and whether
-    /// it is an undeclared folder kept for the excluded entries it holds
-    /// (`holds_excluded` has then looked into everything below it).
+    /// A folder being listed: its entries not looked at yet, whether it is
+    /// an undeclared folder kept for the excluded entries it holds
+    /// (`holds_excluded` has then looked into everything below it), and
+    /// which folder it is.
     struct Open {
         entries: std::vec::IntoIter<(std::ffi::OsString, FileKind)>,
         kept: bool,
+        id: Identity,
     }
     let mut way = datum_host::way::Way::new(
         dir.clone(),
@@ -211,6 +221,7 @@ fn unmanaged(
     let mut stack = vec![Open {
         entries: dir.list()?.into_iter(),
         kept: false,
+        id: Identity::of_dir(dir)?,
     }];
     while let Some(top) = stack.last_mut() {
         let Some((name, kind)) = top.entries.next() else {
@@ -235,42 +246,178 @@ fn unmanaged(
             .entries
             .get(child.as_os_str().as_bytes())
             .filter(|e| !exclusions.is_excluded(child, matches!(e, EntryRef::Dir)));
-        // Whether to look into it, and whether it is kept.
+        // Whether to look into it, whether it is kept, and the handle
+        // already open on it.
         let look_into = match declared {
-            Some(EntryRef::Dir) => is_dir.then_some(false),
+            Some(EntryRef::Dir) => is_dir.then_some((false, None)),
             // Declared, of its kind or not: the walk made it what it is.
             Some(_) => None,
+            None if !is_dir => {
+                match way.here()?.lstat_entry(&name)? {
+                    // Gone since the listing: nothing to remove.
+                    None => {}
+                    // A folder now, which nothing looked into.
+                    Some(stat) if stat.kind == FileKind::Directory => {
+                        return Err(moved_while_purging(way.here()?.path().join(&name)));
+                    }
+                    Some(stat) => found.push(Listed {
+                        path: child.clone(),
+                        folder: top.id,
+                        entry: Identity::of(&stat),
+                    }),
+                }
+                None
+            }
             None => {
                 // `holds_excluded` passes over staging litter: such a
                 // folder is looked into on its own.
                 let litter = name
                     .as_encoded_bytes()
                     .starts_with(datum_host::staging::STAGE_PREFIX.as_bytes());
-                let keeps = is_dir
-                    && if top.kept && !litter {
-                        kept.contains(child)
-                    } else {
-                        match way.here()?.open_child_dir(&name)? {
-                            Some(sub) => holds_excluded(&sub, child, exclusions, &mut kept)?,
-                            None => false,
+                if top.kept && !litter && kept.contains(child) {
+                    Some((true, None))
+                } else {
+                    match way.here()?.open_child_dir(&name)? {
+                        // Gone since the listing: nothing to remove.
+                        None => None,
+                        Some(sub) if holds_excluded(&sub, child, exclusions, &mut kept)? => {
+                            Some((true, Some(sub)))
                         }
-                    };
-                if !keeps {
-                    found.push(child.clone());
+                        Some(sub) => {
+                            found.push(Listed {
+                                path: child.clone(),
+                                folder: top.id,
+                                entry: Identity::of_dir(&sub)?,
+                            });
+                            None
+                        }
+                    }
                 }
-                keeps.then_some(true)
             }
         };
-        if let Some(kept) = look_into
-            && let Some(sub) = way.here()?.open_child_dir(&name)?
-        {
-            // Listed next; its name stays on `path` until it is done.
-            let entries = sub.list()?.into_iter();
-            way.enter(&name, sub)?;
-            stack.push(Open { entries, kept });
-            continue;
+        if let Some((kept, opened)) = look_into {
+            let sub = match opened {
+                Some(sub) => Some(sub),
+                None => way.here()?.open_child_dir(&name)?,
+            };
+            if let Some(sub) = sub {
+                // Listed next; its name stays on `path` until it is done.
+                let entries = sub.list()?.into_iter();
+                let id = Identity::of_dir(&sub)?;
+                way.enter(&name, sub)?;
+                stack.push(Open { entries, kept, id });
+                continue;
+            }
         }
         path.pop();
+    }
+    Ok(())
+}
+
+/// An entry the purge's listing found unmanaged ([`unmanaged`]): its path
+/// in the tree, and which entry it was and in which folder, for [`purge`]
+/// to remove that entry or nothing.
+struct Listed {
+    path: std::path::PathBuf,
+    folder: Identity,
+    entry: Identity,
+}
+
+/// Which file or folder an entry is: its device and inode.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Identity {
+    dev: u64,
+    inode: u64,
+}
+
+impl Identity {
+    fn of(stat: &Stat) -> Identity {
+        Identity {
+            dev: stat.meta.dev,
+            inode: stat.meta.inode,
+        }
+    }
+
+    /// The folder `dir` is open on (looked at through that handle).
+    fn of_dir(dir: &Dir) -> Result<Identity, ProviderError> {
+        match dir.lstat_entry(std::ffi::OsStr::new("."))? {
+            Some(stat) => Ok(Identity::of(&stat)),
+            None => Err(moved_while_purging(dir.path().to_path_buf())),
+        }
+    }
+}
+
+/// The purge's failure when what it is about to remove is not what its
+/// listing found there.
+fn moved_while_purging(path: std::path::PathBuf) -> ProviderError {
+    HostError::io(
+        "purge",
+        path,
+        std::io::Error::other(
+            "it was moved or replaced while the purge ran (whoever may write in its \
+             folder can swap it); the purge removed nothing more",
+        ),
+    )
+    .into()
+}
+
+/// Removes the entries [`unmanaged`] listed, in order, each only while it
+/// is the entry listed in the folder it was listed in: its folder is
+/// reached again from the tree's root (one folder at a time, without
+/// following a link) and must be the folder listed, the entry there
+/// (looked at without following a link) the entry listed, and a folder is
+/// emptied through a handle that must be open on it. Else the purge fails
+/// ([`moved_while_purging`]) and removes nothing more (what it removed
+/// before stays removed): whoever may write in a kept folder may have
+/// swapped it, or a folder in it, for one holding an excluded entry,
+/// which must never be removed. The engine saved what the purge removes
+/// before (from the observation); an entry swapped in since is not what
+/// it saved, and is refused here.
+fn purge(folders: &mut Folders, found: &[Listed]) -> Result<(), ProviderError> {
+    for listed in found {
+        let Some(name) = listed.path.file_name() else {
+            return Err(moved_while_purging(listed.path.clone()));
+        };
+        let parent = match folders.dir(listed.path.parent().unwrap_or(Path::new(""))) {
+            Ok(parent) => parent,
+            Err(ProviderError::Host(HostError::MissingParent { path, .. })) => {
+                return Err(moved_while_purging(path));
+            }
+            Err(e) => return Err(e),
+        };
+        let here = parent.path().join(name);
+        if Identity::of_dir(&parent)? != listed.folder {
+            return Err(moved_while_purging(here));
+        }
+        let entry = parent.entry(name);
+        let Some(stat) = entry.lstat()? else {
+            // Gone since the listing: nothing to remove.
+            continue;
+        };
+        if Identity::of(&stat) != listed.entry {
+            return Err(moved_while_purging(here));
+        }
+        if stat.kind != FileKind::Directory {
+            // Only a name: a folder swapped in since is refused (`EISDIR`).
+            entry.remove_file()?;
+            continue;
+        }
+        let Some(dir) = parent.open_child_dir(name)? else {
+            continue;
+        };
+        if Identity::of_dir(&dir)? != listed.entry {
+            return Err(moved_while_purging(here));
+        }
+        for (inner, _) in dir.list()? {
+            dir.entry(&inner).remove_all()?;
+        }
+        drop(dir);
+        // Emptied: removed while its name still holds it (`rmdir` takes
+        // only an empty folder anyway).
+        match entry.lstat()? {
+            Some(stat) if Identity::of(&stat) == listed.entry => entry.remove_dir()?,
+            _ => return Err(moved_while_purging(here)),
+        }
     }
     Ok(())
 }
@@ -647,6 +794,7 @@ mod tests {
         let exclusions = d.exclusions_in(&host, &dir).unwrap();
         let mut listed = Vec::new();
         unmanaged(&dir, Path::new(""), &d, &exclusions, &mut listed).unwrap();
+        let mut listed: Vec<_> = listed.into_iter().map(|l| l.path).collect();
         listed.sort();
         let mut compared: Vec<std::path::PathBuf> = super::super::differences(&host, &d, &dir)
             .unwrap()
@@ -713,7 +861,7 @@ mod tests {
             .spawn(move || {
                 let mut listed = Vec::new();
                 unmanaged(&dir, Path::new(""), &d, &exclusions, &mut listed).unwrap();
-                listed
+                listed.into_iter().map(|l| l.path).collect::<Vec<_>>()
             })
             .unwrap()
             .join()
@@ -722,6 +870,155 @@ mod tests {
         stray.extend(std::iter::repeat_n("d", DEPTH));
         stray.push("stray");
         assert_eq!(listed, [stray]);
+    }
+
+    /// The purge removes what its listing found, or nothing: a local user
+    /// who may write in a kept folder swaps it (or an unmanaged folder in
+    /// it) for one of theirs holding an excluded entry, between the listing
+    /// and the removal; the excluded entry stays, the purge fails saying
+    /// so, and removes nothing after it.
+    #[test]
+    fn the_purge_removes_only_what_it_listed() {
+        for swap_the_parent in [true, false] {
+            let repo = tempfile::tempdir().unwrap();
+            let root = tempfile::tempdir().unwrap();
+            write_all(&repo.path().join("t"), &[("a/x", "x")]);
+            let d = tree_of(
+                &repo.path().join("t"),
+                serde_json::json!({"path": "/t", "source": "t", "purge": true, "exclude": ["*.local"]}),
+            );
+            let t = root.path().join("t");
+            write_all(
+                &t,
+                &[
+                    ("a/x", "x"),
+                    ("u/k/x.local", "mine"),
+                    ("u/k/s/", ""),
+                    ("u/V/s/app.local", "not mine"),
+                    ("v", "a stray listed after u/k/s"),
+                ],
+            );
+            let host = Host::with_name(root.path(), "test-host");
+            let dir = host
+                .locate(Path::new("/t"))
+                .unwrap()
+                .open_dir()
+                .unwrap()
+                .unwrap();
+            let exclusions = d.exclusions_in(&host, &dir).unwrap();
+            let mut found = Vec::new();
+            unmanaged(&dir, Path::new(""), &d, &exclusions, &mut found).unwrap();
+            found.sort_by(|a, b| a.path.cmp(&b.path));
+            let paths: Vec<_> = found.iter().map(|f| f.path.display().to_string()).collect();
+            assert_eq!(paths, ["u/k/s", "v"]);
+            if swap_the_parent {
+                std::fs::rename(t.join("u/k"), t.join("u/k_old")).unwrap();
+                std::fs::rename(t.join("u/V"), t.join("u/k")).unwrap();
+            } else {
+                std::fs::rename(t.join("u/k/s"), t.join("u/k/s_old")).unwrap();
+                std::fs::rename(t.join("u/V/s"), t.join("u/k/s")).unwrap();
+            }
+            let mut folders = Folders::new(dir.clone()).unwrap();
+            let purged = purge(&mut folders, &found);
+            assert_eq!(
+                std::fs::read_to_string(t.join("u/k/s/app.local")).ok(),
+                Some("not mine".to_owned()),
+                "the excluded entry was removed (swapped {})",
+                if swap_the_parent { "u/k" } else { "u/k/s" }
+            );
+            let err = purged.unwrap_err().to_string();
+            assert!(
+                err.contains("moved or replaced while the purge ran"),
+                "{err}"
+            );
+            assert!(err.contains("u/k/s"), "{err}");
+            assert!(t.join("v").exists(), "removed after the failure");
+            // Nothing swapped: all of it goes.
+            let mut found = Vec::new();
+            unmanaged(&dir, Path::new(""), &d, &exclusions, &mut found).unwrap();
+            let mut folders = Folders::new(dir.clone()).unwrap();
+            purge(&mut folders, &found).unwrap();
+            assert!(!t.join("v").exists());
+            assert!(t.join("u/k/s/app.local").exists());
+        }
+    }
+
+    /// Below a kept folder, each level is reached again by its name: a
+    /// local user who may write in the kept folder `u` swaps `u/m` (whose
+    /// `b` holds nothing excluded) with `u/m2` (whose `b` holds
+    /// `app.local`), again and again, while purges run. A folder that
+    /// `holds_excluded` did not find kept is looked into again through the
+    /// handle then listed, so `u/m2`'s `b` is never taken for `u/m`'s:
+    /// `app.local` is never removed. (Before, the listing took the kept
+    /// set, which `holds_excluded` made looking at the other folder, for
+    /// the one it listed.)
+    #[test]
+    fn a_folder_swapped_below_a_kept_one_keeps_its_excluded_entry() {
+        use std::os::unix::fs::MetadataExt as _;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let repo = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        write_all(&repo.path().join("t"), &[("a/x", "x")]);
+        let d = tree_of(
+            &repo.path().join("t"),
+            serde_json::json!({"path": "/t", "source": "t", "purge": true, "exclude": ["*.local"]}),
+        );
+        let t = root.path().join("t");
+        write_all(
+            &t,
+            &[
+                ("a/x", "x"),
+                ("u/x.local", "mine"),
+                ("u/m/y.local", "y"),
+                ("u/m2/y.local", "y"),
+            ],
+        );
+        let host = Host::with_name(root.path(), "test-host");
+        let dir = host
+            .locate(Path::new("/t"))
+            .unwrap()
+            .open_dir()
+            .unwrap()
+            .unwrap();
+        let exclusions = d.exclusions_in(&host, &dir).unwrap();
+        // The one folder holding app.local is made once; the other `b` is
+        // made again whenever a purge took it.
+        let holder = t.join("u/m2");
+        write_all(&holder, &[("b/app.local", "not mine")]);
+        // A second name for it outside the tree: its link count says
+        // whether the purge removed it, wherever the swaps put it.
+        let witness = root.path().join("witness");
+        std::fs::hard_link(holder.join("b/app.local"), &witness).unwrap();
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (done, u) = (done.clone(), t.join("u"));
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    let _ = std::fs::rename(u.join("m"), u.join("aside"));
+                    let _ = std::fs::rename(u.join("m2"), u.join("m"));
+                    let _ = std::fs::rename(u.join("aside"), u.join("m2"));
+                }
+            })
+        };
+        let (mut lost, mut purged) = (false, 0);
+        let started = std::time::Instant::now();
+        while started.elapsed() < std::time::Duration::from_secs(4) && !lost {
+            for m in ["m", "m2", "aside"] {
+                let b = t.join("u").join(m).join("b");
+                let _ = std::fs::create_dir(&b);
+            }
+            let mut found = Vec::new();
+            if unmanaged(&dir, Path::new(""), &d, &exclusions, &mut found).is_ok() {
+                let mut folders = Folders::new(dir.clone()).unwrap();
+                purged += usize::from(purge(&mut folders, &found).is_ok() && !found.is_empty());
+            }
+            lost = std::fs::metadata(&witness).unwrap().nlink() < 2;
+        }
+        done.store(true, Ordering::Relaxed);
+        swapper.join().unwrap();
+        eprintln!("{purged} purges removed something");
+        assert!(!lost, "app.local was removed after {purged} purges");
+        assert!(t.join("u/x.local").exists());
     }
 
     #[test]
