@@ -427,11 +427,14 @@ impl Policies<'_> {
         let Some(&resource) = self.by_id.get(id) else {
             return Ok(());
         };
-        let Some(base) = resource.desired_str("path").map(PathBuf::from) else {
+        let Some(provider) = self.registry.lookup(&id.kind) else {
+            return Ok(());
+        };
+        let Some(base) = Registry::path_claimed(provider, resource).map(PathBuf::from) else {
             return Ok(());
         };
         let mut paths: Vec<PathBuf> = Vec::new();
-        if crate::owns_subtree(self.registry, &id.kind) {
+        if provider.owns_subtree() {
             for f in findings.iter().filter(|f| &f.id == id) {
                 if matches!(f.finding.category.as_str(), "changed_outside" | "unmanaged") {
                     paths.extend(f.finding.diffs.iter().map(|d| base.join(d.path())));
@@ -746,7 +749,7 @@ fn write_accept_patch(
     if crate::owns_subtree(registry, &id.kind) {
         // A Tree's entries: what to copy into (or remove from) its source
         // folder. The live files are in the backup store (reason `drift`).
-        let base = resource.desired_str("path").unwrap_or("");
+        let base = registry.path_of(resource).unwrap_or("");
         let folder = source.as_ref().map_or_else(
             || "(the Tree's source folder)".to_owned(),
             |(_, rel)| rel.clone(),

@@ -345,7 +345,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                                 .sensitive_by_field_only
                                 .then(|| provider.sensitive_fields()),
                             owns_subtree: provider.owns_subtree(),
-                            target: r.desired_str("path"),
+                            target: Registry::path_claimed(provider, r),
                             observed: &observed,
                             diff: &diff,
                         });

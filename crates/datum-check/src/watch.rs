@@ -424,7 +424,7 @@ impl State<'_> {
                     catalogue
                         .resources
                         .iter()
-                        .filter_map(|r| Some((r.id.kind.as_str(), r.desired_str("path")?))),
+                        .filter_map(|r| Some((r.id.kind.as_str(), self.registry.path_of(r)?))),
                 )
             };
             let (mut package_files, mut failed) =
@@ -912,7 +912,7 @@ fn inspect(
             .sensitive_by_field_only
             .then(|| provider.sensitive_fields()),
         owns_subtree: provider.owns_subtree(),
-        target: resource.desired_str("path"),
+        target: Registry::path_claimed(provider, resource),
         observed: &observed,
         diff: &diff,
     });
@@ -995,16 +995,19 @@ pub fn loaded(
         .iter()
         .filter(|r| watched.contains(r.class.as_str()))
         .filter_map(|r| {
-            let declared = r.desired_str("path")?;
+            let provider = registry.lookup(&r.id.kind)?;
+            let declared = Registry::path_claimed(provider, r)?;
             let path = host.resolve(Path::new(declared)).ok()?;
             Some(WatchTarget {
                 resource: r.id.clone(),
                 class: r.class.clone(),
                 path,
-                scope: match registry.lookup(&r.id.kind) {
-                    Some(p) if p.owns_subtree() => WatchScope::Subtree,
-                    Some(p) if p.names_a_regular_file() => WatchScope::RegularFile,
-                    _ => WatchScope::Entry,
+                scope: if provider.owns_subtree() {
+                    WatchScope::Subtree
+                } else if provider.names_a_regular_file() {
+                    WatchScope::RegularFile
+                } else {
+                    WatchScope::Entry
                 },
             })
         })
@@ -1063,6 +1066,59 @@ mod tests {
                 ("l".to_owned(), WatchScope::Entry),
                 ("d".to_owned(), WatchScope::Entry),
                 ("t".to_owned(), WatchScope::Subtree),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_agent_watches_the_path_a_kind_claims_whatever_its_field_is_named() {
+        // A FakeMount declares its path in `mountpoint`: the agent asks the
+        // kind for it, as for a File's `path`.
+        use datum_testkit::fake::{FakeMount, fake_mount};
+        let root = tempfile::tempdir().unwrap();
+        let host = Host::with_name(root.path(), "h");
+        let registry = Registry::new(vec![
+            Box::new(FakeMount),
+            Box::new(datum_providers::file::FileProvider),
+        ]);
+        let watched = |r: Resource| Resource {
+            class: "watched".into(),
+            ..r
+        };
+        let catalogue = Catalogue {
+            host: Default::default(),
+            resources: vec![
+                watched(fake_mount("data", "/srv/data")),
+                watched(Resource::new(
+                    ResourceId::new("File", "f"),
+                    serde_json::json!({"path": "/etc/f"}),
+                )),
+            ],
+            autorequires: Vec::new(),
+            boundary: Default::default(),
+        };
+        let classes =
+            Classes::parse(&serde_json::json!({"watched": {"interval": "1m", "watch": true}}))
+                .unwrap();
+        let loaded = loaded(&registry, &catalogue, &classes, &host);
+        let targets: Vec<(String, std::path::PathBuf, WatchScope)> = loaded
+            .watch
+            .iter()
+            .map(|t| (t.resource.to_string(), t.path.clone(), t.scope))
+            .collect();
+        assert_eq!(
+            targets,
+            [
+                (
+                    "FakeMount[data]".to_owned(),
+                    root.path().join("srv/data"),
+                    WatchScope::Entry
+                ),
+                (
+                    "File[f]".to_owned(),
+                    root.path().join("etc/f"),
+                    WatchScope::RegularFile
+                ),
             ]
         );
     }

@@ -127,11 +127,7 @@ fn claimed_paths(catalogue: &Catalogue, registry: &Registry, ids: &[&ResourceId]
     ids.iter()
         .filter_map(|id| {
             let resource = by_id.get(id)?;
-            let claim = registry
-                .lookup(&id.kind)?
-                .paths()?
-                .claim(&|field| resource.desired.get(field))?;
-            Some(PathBuf::from(claim.path))
+            registry.path_of(resource).map(PathBuf::from)
         })
         .collect()
 }
@@ -662,8 +658,14 @@ impl Notifications {
 
 /// The report of a service [`Notifications::activate_outside`] tried, as
 /// the pass's loop makes one: a sensitive resource's field values masked
-/// (the activation sets no validator output of its own).
-pub(crate) fn outside_report(resource: &Resource, step: Step, duration_ms: u64) -> ResourceReport {
+/// (the activation sets no validator output of its own), its target the
+/// path its kind claims.
+pub(crate) fn outside_report(
+    registry: &Registry,
+    resource: &Resource,
+    step: Step,
+    duration_ms: u64,
+) -> ResourceReport {
     let mut diff = step.diff;
     if resource.sensitive && !resource.sensitive_by_field_only {
         diff.mask_field_values();
@@ -671,7 +673,7 @@ pub(crate) fn outside_report(resource: &Resource, step: Step, duration_ms: u64) 
     ResourceReport {
         id: resource.id.clone(),
         origin: resource.origin.clone(),
-        target: resource.desired_str("path").map(str::to_owned),
+        target: registry.path_of(resource).map(str::to_owned),
         action: step.action,
         diff,
         outcome: step.outcome,
@@ -734,7 +736,8 @@ pub(crate) fn group_sensitive(
             r.sensitive
                 && (r.validate.as_deref() == Some(def.name)
                     || config_dir.as_ref().is_some_and(|dir| {
-                        r.desired_str("path")
+                        registry
+                            .path_of(r)
                             .is_some_and(|p| std::path::Path::new(p).starts_with(dir))
                     }))
         })
@@ -827,7 +830,11 @@ impl<'a> SensitivePaths<'a> {
                 entry.0 |= path;
                 entry.1.insert(id.clone());
             };
-            if let Some(p) = r.desired_str("path").filter(|p| p.len() > 1) {
+            let provider = registry.lookup(&r.id.kind);
+            if let Some(p) = provider
+                .and_then(|p| Registry::path_claimed(p, r))
+                .filter(|p| p.len() > 1)
+            {
                 add(p.trim_end_matches('/').into(), true);
             }
             let Some(content) = &r.content else {
@@ -835,7 +842,7 @@ impl<'a> SensitivePaths<'a> {
             };
             // A kind that packs a folder of the repository as its content
             // (a Tree's): the words are its files'.
-            if let Some(folder) = registry.lookup(&r.id.kind).and_then(|p| p.source_folder()) {
+            if let Some(folder) = provider.and_then(|p| p.source_folder()) {
                 match folder.files_again(content, SENSITIVE_CONTENT_MAX) {
                     Some(files) => {
                         for bytes in files {

@@ -284,6 +284,16 @@ impl<'a> Observations<'a> {
         }
     }
 
+    /// The provider of the resource at `index`, bound or observed converged
+    /// (`None` when its kind is unknown or its declaration did not parse).
+    pub(crate) fn provider(&self, index: usize) -> Option<&'a dyn Provider> {
+        match self.held.get(index)? {
+            Held::Bound(bound) => Some(bound.provider),
+            Held::Converged { provider, .. } => Some(*provider),
+            Held::Nothing => None,
+        }
+    }
+
     /// The declarations of the resources whose index `pick` accepts,
     /// mutably: a batch writes into them what each must know of the others
     /// (see `Batches`).

@@ -574,10 +574,17 @@ fn pass_in(
                 },
                 None => None,
             };
+            // The path its kind claims, asked of the provider the pass holds
+            // (looked up again only for a declaration that did not parse).
+            let provider = observations
+                .provider(index)
+                .or_else(|| ctx.registry.lookup(&resource.id.kind));
             let report = ResourceReport {
                 id: resource.id.clone(),
                 origin: resource.origin.clone(),
-                target: resource.desired_str("path").map(str::to_owned),
+                target: provider
+                    .and_then(|p| Registry::path_claimed(p, resource))
+                    .map(str::to_owned),
                 action: step.action,
                 diff,
                 outcome: step.outcome,
@@ -603,7 +610,11 @@ fn pass_in(
                 remember_failure(resource, &step.outcome, &failed_before, ctx);
             }
             let ms = t0.elapsed().as_millis() as u64;
-            emit(&mut summary, outside_report(resource, step, ms), reporter);
+            emit(
+                &mut summary,
+                outside_report(ctx.registry, resource, step, ms),
+                reporter,
+            );
         }
     }
     // Groups whose files changed but that no service activation validated.

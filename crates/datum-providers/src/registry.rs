@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use datum_core::Resource;
 use datum_host::{Boundary, Host};
 
 use crate::{Provider, WatchesWrites};
@@ -100,6 +101,24 @@ impl Registry {
     pub fn changes_what_staging_reads(&self, boundary: &Boundary, written: &[PathBuf]) -> bool {
         self.watches()
             .any(|w| w.changes_what_staging_reads(boundary, written))
+    }
+
+    /// The host path `resource` declares, as its kind claims it
+    /// ([`crate::OwnsPaths::claim`], read from its declared fields): `None`
+    /// for a kind that owns no path (a Service), a kind this registry does
+    /// not know, or a declaration that claims none. Above the providers a
+    /// resource's path is known this way, never by reading a field by name:
+    /// each kind says which of its fields is its path. One lookup by name
+    /// (counted in [`Registry::lookups`]); with the provider at hand, ask
+    /// [`Registry::path_claimed`].
+    pub fn path_of<'r>(&self, resource: &'r Resource) -> Option<&'r str> {
+        Self::path_claimed(self.lookup(&resource.id.kind)?, resource)
+    }
+
+    /// [`Registry::path_of`] asked of `resource`'s own provider.
+    pub fn path_claimed<'r>(provider: &dyn Provider, resource: &'r Resource) -> Option<&'r str> {
+        let field = |name: &str| resource.desired.get(name);
+        provider.paths()?.claim(&field).map(|claim| claim.path)
     }
 
     /// How many lookups by name this registry has answered so far.
@@ -330,5 +349,50 @@ mod tests {
         registry.after_writing(&host, &[PathBuf::from("/etc/motd")]);
         assert_eq!(FIRST_OWN.told.load(Ordering::Relaxed), 1);
         assert_eq!(SECOND_OWN.told.load(Ordering::Relaxed), 1);
+    }
+
+    /// A resource's path is the one its kind claims: for the shipped kinds
+    /// that own one (File, Directory, Symlink, Tree) its `path`, present or
+    /// declared absent; for the others none, and their own check refuses a
+    /// `path` field, so no compiled one has one (the field read by name was
+    /// `None` for them too). An unknown kind has none. One lookup each.
+    #[test]
+    fn the_path_of_a_resource_is_the_one_its_kind_claims() {
+        use datum_core::{Resource, ResourceId};
+        use serde_json::json;
+
+        let registry = crate::registry();
+        let mut owning = Vec::new();
+        for provider in registry.iter() {
+            let kind = provider.kind();
+            for ensure in ["present", "absent"] {
+                let r = Resource::new(
+                    ResourceId::new(kind, "r"),
+                    json!({"path": "/etc/r", "ensure": ensure}),
+                );
+                let before = registry.lookups();
+                let found = registry.path_of(&r);
+                assert_eq!(registry.lookups() - before, 1, "{kind}");
+                assert_eq!(Registry::path_claimed(provider, &r), found, "{kind}");
+                if provider.paths().is_some() {
+                    assert_eq!(found, Some("/etc/r"), "{kind} {ensure}");
+                } else {
+                    assert_eq!(found, None, "{kind}");
+                    let errors = provider.check(&json!({"path": "/etc/r"})).unwrap_err();
+                    assert!(
+                        errors.iter().any(|e| e.path == ["path"]),
+                        "{kind}: {errors:?}"
+                    );
+                }
+            }
+            if provider.paths().is_some() {
+                owning.push(kind);
+                let without = Resource::new(ResourceId::new(kind, "r"), json!({"mode": "0644"}));
+                assert_eq!(registry.path_of(&without), None, "{kind}");
+            }
+        }
+        assert_eq!(owning, ["File", "Directory", "Symlink", "Tree"]);
+        let unknown = Resource::new(ResourceId::new("Nothing", "r"), json!({"path": "/etc/r"}));
+        assert_eq!(registry.path_of(&unknown), None);
     }
 }

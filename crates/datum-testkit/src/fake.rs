@@ -18,6 +18,12 @@
 //!   when a resource it lists in `reload_on` or `restart_on` changes; it
 //!   never touches the host.
 //!
+//! - [`FakeMount`] (`FakeMount[name]`, not among [`fake_providers`]: a
+//!   test lists it) owns the host path it declares in `mountpoint`, a
+//!   field not named `path`: whoever needs a resource's path asks its kind
+//!   (`Registry::path_of`) and finds it; one reading the field `path`
+//!   does not. It is always in sync and never touches the host.
+//!
 //! Both write what the engine asked of them to a shared [`Journal`]
 //! (`observe FakeFile[a]`, `apply FakeFile[a]`, `reload FakeUnit[web]`), and
 //! fail on demand ([`Faults`]): the test double stands in for "a resource
@@ -41,6 +47,7 @@ use serde_json::{Value, json};
 /// The kind names the fakes register under.
 pub const FAKE_FILE: &str = "FakeFile";
 pub const FAKE_UNIT: &str = "FakeUnit";
+pub const FAKE_MOUNT: &str = "FakeMount";
 
 /// What the engine asked of the fakes, in order, one line per call.
 #[derive(Debug, Clone, Default)]
@@ -158,6 +165,14 @@ pub fn fake_unit(name: &str, reload_on: &[ResourceId]) -> Resource {
     Resource::new(
         ResourceId::new(FAKE_UNIT, name),
         json!({ "reload_on": list }),
+    )
+}
+
+/// A `FakeMount[name]` whose path, `at`, is declared in `mountpoint`.
+pub fn fake_mount(name: &str, at: &str) -> Resource {
+    Resource::new(
+        ResourceId::new(FAKE_MOUNT, name),
+        json!({ "mountpoint": at }),
     )
 }
 
@@ -560,5 +575,109 @@ impl datum_providers::ExtraFindings for FakeUnit {
             .filter(|f| resources.iter().any(|r| r.id == f.owner))
             .cloned()
             .collect())
+    }
+}
+
+/// A kind whose one host path is declared in `mountpoint` (see the module
+/// documentation); always in sync, it never touches the host.
+#[derive(Debug, Default)]
+pub struct FakeMount;
+
+/// The field a [`FakeMount`] declares its path in.
+const MOUNTPOINT: &str = "mountpoint";
+
+impl Kind for FakeMount {
+    const KIND: &'static str = FAKE_MOUNT;
+    /// The declared mount point.
+    type Declaration = PathBuf;
+    type Written = Value;
+    type Staging = Planned;
+
+    fn check_fields(&self, desired: &Value) -> Result<(), Vec<FieldError>> {
+        match desired.get(MOUNTPOINT).and_then(Value::as_str) {
+            Some(_) => Ok(()),
+            None => Err(vec![FieldError::new(
+                &[MOUNTPOINT],
+                "`mountpoint` is required",
+            )]),
+        }
+    }
+
+    fn declare(&self, resource: &Resource) -> Result<PathBuf, ProviderError> {
+        resource
+            .desired_str(MOUNTPOINT)
+            .map(PathBuf::from)
+            .ok_or_else(|| ProviderError::Invalid {
+                field: MOUNTPOINT.to_owned(),
+                message: "missing".to_owned(),
+            })
+    }
+
+    fn observe(
+        &self,
+        _host: &Host,
+        _resource: &Resource,
+        _d: &PathBuf,
+    ) -> Result<Observed, ProviderError> {
+        let mut observed = Observed::absent();
+        observed.presence = Presence::Present;
+        Ok(observed)
+    }
+
+    fn plan(&self, _resource: &Resource, _d: &PathBuf, _observed: &Observed) -> Diff {
+        Diff::default()
+    }
+
+    fn stage(
+        &self,
+        _host: &Host,
+        _resource: &Resource,
+        _d: &PathBuf,
+        observed: &Observed,
+        diff: &Diff,
+    ) -> Result<Planned, ProviderError> {
+        Ok(Planned {
+            observed: observed.clone(),
+            diff: diff.clone(),
+        })
+    }
+
+    fn activate(
+        &self,
+        _host: &Host,
+        _resource: &Resource,
+        _d: &PathBuf,
+        _staging: Planned,
+    ) -> Result<Activated<Planned>, ProviderError> {
+        Ok(Activated::Done)
+    }
+}
+
+impl Capabilities for FakeMount {
+    fn takes_validator(&self) -> bool {
+        false
+    }
+
+    fn paths(&self) -> Option<&dyn OwnsPaths> {
+        Some(self)
+    }
+}
+
+impl OwnsPaths for FakeMount {
+    fn claim<'a>(&self, field: FieldLookup<'_, 'a>) -> Option<PathClaim<'a>> {
+        Some(PathClaim {
+            field: MOUNTPOINT,
+            path: field(MOUNTPOINT)?.as_str()?,
+            present: true,
+            holds_children: true,
+            links: false,
+            link_target: None,
+        })
+    }
+
+    fn managed_paths(&self, d: &Declared<'_>) -> Vec<PathBuf> {
+        d.get::<PathBuf>()
+            .map(|at| vec![at.clone()])
+            .unwrap_or_default()
     }
 }
