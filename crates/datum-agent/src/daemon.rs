@@ -21,7 +21,7 @@ use datum_core::ResourceId;
 use crate::check::{Cancel, CheckReport, ClassChecker, Conclusion, LoadError, Loaded, Scope};
 use crate::http::{Health, HttpError, HttpServer};
 use crate::metrics::Metrics;
-use crate::schedule::{Detection, Due, Schedule, detection_bound};
+use crate::schedule::{Detection, Due, Inspection, Schedule, detection_bound};
 use crate::signals::{self, Signal};
 use crate::watch::{WatchNews, WatchPlan, Watcher};
 
@@ -488,17 +488,19 @@ impl Agent {
         let watching = state.watcher.is_some() && !state.degraded;
         for class in state.schedule.classes() {
             let watched = class.watch && watching;
-            let detection = if watched {
-                Detection::Watch {
-                    debounce: self.cfg.debounce,
-                }
+            // Each bound with the p95 of the checks that find its changes:
+            // the watch-triggered ones for what a watch sees, the complete
+            // ones for what waits for the interval.
+            let (detection, inspection) = if watched {
+                let debounce = self.cfg.debounce;
+                (Detection::Watch { debounce }, Inspection::Watch)
             } else {
-                Detection::Interval
+                (Detection::Interval, Inspection::Scheduled)
             };
             let bound = detection_bound(
                 class.interval,
                 detection,
-                state.schedule.inspection_p95(&class.name),
+                state.schedule.inspection_p95(&class.name, inspection),
             );
             self.metrics.set_detection(&class.name, bound, watched);
         }
@@ -614,8 +616,13 @@ impl Agent {
                     return true;
                 }
                 if !report.cancelled {
+                    let kind = if scope.complete() {
+                        Inspection::Scheduled
+                    } else {
+                        Inspection::Watch
+                    };
                     for (class, r) in &report.classes {
-                        state.schedule.record_inspection(class, r.duration);
+                        state.schedule.record_inspection(class, r.duration, kind);
                     }
                     // What `/readyz` waits for at start: a complete check
                     // of every class (a watch's check is none).

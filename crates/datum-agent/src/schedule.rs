@@ -18,8 +18,22 @@ pub const WATCH_DEBOUNCE: Duration = Duration::from_millis(100);
 /// Default interval of the backstop full pass (`--full-interval`).
 pub const DEFAULT_FULL_INTERVAL: Duration = Duration::from_secs(3600);
 
-/// Inspection samples kept per class for the p95 (bounded: memory stays flat).
+/// Inspection samples kept per class and pool for the p95 (bounded: memory
+/// stays flat).
 const SAMPLES_KEPT: usize = 64;
+
+/// Which checks an inspection time is a sample of. Each bound takes the p95
+/// of its own: a check of the few resources a watch reported is short, and
+/// in one pool with the class's checks it would pull down the p95 the
+/// interval bound adds (what no watch sees waits for a complete check), as
+/// `datum-check` keeps `agent-watch` apart from `check` in the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inspection {
+    /// A complete check of the class: the full pass or its interval's.
+    Scheduled,
+    /// A check of the resources a watch reported.
+    Watch,
+}
 
 /// The phase of `class` on `host`, in `[0, interval)`: a hash of both names,
 /// so hosts of a fleet check at different moments while each host keeps the
@@ -70,7 +84,10 @@ struct Slot {
     spec: ClassSpec,
     offset: Duration,
     next: Instant,
-    samples: VecDeque<Duration>,
+    /// Inspection times of complete checks.
+    scheduled: VecDeque<Duration>,
+    /// Inspection times of watch-triggered checks.
+    watch: VecDeque<Duration>,
 }
 
 /// The agent's timetable.
@@ -108,16 +125,22 @@ impl Schedule {
         for spec in classes {
             let offset = jitter_offset(&self.host, &spec.name, spec.interval);
             let next = now + until_next_slot(unix_now, spec.interval, offset);
-            let samples = old
+            let (scheduled, watch) = old
                 .iter_mut()
                 .find(|s| s.spec.name == spec.name)
-                .map(|s| std::mem::take(&mut s.samples))
+                .map(|s| {
+                    (
+                        std::mem::take(&mut s.scheduled),
+                        std::mem::take(&mut s.watch),
+                    )
+                })
                 .unwrap_or_default();
             self.slots.push(Slot {
                 spec: spec.clone(),
                 offset,
                 next,
-                samples,
+                scheduled,
+                watch,
             });
         }
     }
@@ -172,31 +195,46 @@ impl Schedule {
         }
     }
 
-    /// Remembers how long inspecting `class` took.
-    pub fn record_inspection(&mut self, class: &str, took: Duration) {
+    /// Remembers how long inspecting `class` took, in a check of kind
+    /// `kind`.
+    pub fn record_inspection(&mut self, class: &str, took: Duration, kind: Inspection) {
         if let Some(slot) = self.slots.iter_mut().find(|s| s.spec.name == class) {
-            if slot.samples.len() == SAMPLES_KEPT {
-                slot.samples.pop_front();
+            let samples = match kind {
+                Inspection::Scheduled => &mut slot.scheduled,
+                Inspection::Watch => &mut slot.watch,
+            };
+            if samples.len() == SAMPLES_KEPT {
+                samples.pop_front();
             }
-            slot.samples.push_back(took);
+            samples.push_back(took);
         }
     }
 
-    /// The 95th percentile of the recent inspection times of `class` (zero
-    /// before the first sample).
-    pub fn inspection_p95(&self, class: &str) -> Duration {
+    /// The 95th percentile of the recent inspection times of `class` in
+    /// checks of kind `kind` (zero before the first sample). Until a
+    /// watch-triggered check has been measured, the complete checks' p95
+    /// stands in for it (as in `datum schedule`).
+    pub fn inspection_p95(&self, class: &str, kind: Inspection) -> Duration {
         let Some(slot) = self.slots.iter().find(|s| s.spec.name == class) else {
             return Duration::ZERO;
         };
-        let mut sorted: Vec<Duration> = slot.samples.iter().copied().collect();
-        sorted.sort_unstable();
-        if sorted.is_empty() {
-            return Duration::ZERO;
+        match kind {
+            Inspection::Watch if !slot.watch.is_empty() => p95(&slot.watch),
+            _ => p95(&slot.scheduled),
         }
-        // Nearest rank: ceil(0.95 n) - 1.
-        let rank = (sorted.len() * 95).div_ceil(100).saturating_sub(1);
-        sorted[rank.min(sorted.len() - 1)]
     }
+}
+
+/// The nearest-rank 95th percentile of `samples` (zero when empty).
+fn p95(samples: &VecDeque<Duration>) -> Duration {
+    let mut sorted: Vec<Duration> = samples.iter().copied().collect();
+    sorted.sort_unstable();
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    // Nearest rank: ceil(0.95 n) - 1.
+    let rank = (sorted.len() * 95).div_ceil(100).saturating_sub(1);
+    sorted[rank.min(sorted.len() - 1)]
 }
 
 #[cfg(test)]
@@ -324,19 +362,55 @@ mod tests {
             t0,
             Duration::ZERO,
         );
-        assert_eq!(s.inspection_p95("c"), Duration::ZERO);
+        assert_eq!(s.inspection_p95("c", Inspection::Scheduled), Duration::ZERO);
         for ms in 1..=100 {
-            s.record_inspection("c", Duration::from_millis(ms));
+            s.record_inspection("c", Duration::from_millis(ms), Inspection::Scheduled);
         }
         // Only the last 64 (37..=100) are kept; p95 of those is 97.
-        assert_eq!(s.inspection_p95("c"), Duration::from_millis(97));
+        assert_eq!(
+            s.inspection_p95("c", Inspection::Scheduled),
+            Duration::from_millis(97)
+        );
         // A reload keeps samples of a class with the same name.
         s.set_classes(
             &[spec("c", 4, false), spec("d", 4, false)],
             t0,
             Duration::ZERO,
         );
-        assert_eq!(s.inspection_p95("c"), Duration::from_millis(97));
-        assert_eq!(s.inspection_p95("d"), Duration::ZERO);
+        assert_eq!(
+            s.inspection_p95("c", Inspection::Scheduled),
+            Duration::from_millis(97)
+        );
+        assert_eq!(s.inspection_p95("d", Inspection::Scheduled), Duration::ZERO);
+    }
+
+    /// A watch-triggered check looks at a few resources: its short time
+    /// must not pull down the p95 of the complete checks, which the
+    /// interval bound (what no watch sees) adds.
+    #[test]
+    fn watch_triggered_and_scheduled_checks_keep_their_own_p95() {
+        let t0 = Instant::now();
+        let mut s = Schedule::new(
+            "h",
+            &[spec("critical", 60, true)],
+            DEFAULT_FULL_INTERVAL,
+            t0,
+            Duration::ZERO,
+        );
+        let long = Duration::from_secs(2);
+        let short = Duration::from_millis(3);
+        s.record_inspection("critical", long, Inspection::Scheduled);
+        // No watch-triggered check measured yet: the checks' p95 stands in.
+        assert_eq!(s.inspection_p95("critical", Inspection::Watch), long);
+        for _ in 0..40 {
+            s.record_inspection("critical", short, Inspection::Watch);
+        }
+        s.record_inspection("critical", long, Inspection::Scheduled);
+        assert_eq!(s.inspection_p95("critical", Inspection::Scheduled), long);
+        assert_eq!(s.inspection_p95("critical", Inspection::Watch), short);
+        // A reload keeps both pools.
+        s.set_classes(&[spec("critical", 60, true)], t0, Duration::ZERO);
+        assert_eq!(s.inspection_p95("critical", Inspection::Scheduled), long);
+        assert_eq!(s.inspection_p95("critical", Inspection::Watch), short);
     }
 }

@@ -22,6 +22,9 @@ struct Shared {
     loads_started: usize,
     /// Loads wait while this is set.
     hold_loads: bool,
+    /// The inspection times reported instead of the time taken: (complete
+    /// checks, watch-triggered checks).
+    reported: Option<(Duration, Duration)>,
 }
 
 struct Fake {
@@ -89,6 +92,11 @@ impl ClassChecker for Fake {
             cancelled: cancel.is_cancelled(),
             ..CheckReport::default()
         };
+        let duration = match self.shared.lock().unwrap().reported {
+            Some((complete, _)) if scope.complete() => complete,
+            Some((_, watch)) => watch,
+            None => t0.elapsed(),
+        };
         for c in classes {
             report.classes.insert(
                 c,
@@ -96,7 +104,7 @@ impl ClassChecker for Fake {
                     states: BTreeMap::from([("drifted".into(), 1)]),
                     findings: BTreeMap::from([("changed_outside".into(), 1)]),
                     acted: BTreeMap::new(),
-                    duration: t0.elapsed(),
+                    duration,
                 },
             );
         }
@@ -287,6 +295,71 @@ fn a_watched_edit_is_checked_within_the_debounce() {
         text.contains(&format!(
             "datum_checks_total{{class=\"critical\",trigger=\"watch\"}} {checks}"
         )),
+        "{text}"
+    );
+}
+
+/// The agent's interval bound (what no watch sees, or anything while a
+/// watch is lost) adds the p95 of complete checks: many short checks of the
+/// few resources a watch reported must not pull it down. One p95 over every
+/// check made a class whose full pass takes 2 s state 60.001 s.
+#[test]
+fn watch_triggered_checks_do_not_shorten_the_interval_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = Arc::new(Mutex::new(Shared {
+        reported: Some((Duration::from_secs(2), Duration::from_millis(1))),
+        ..Shared::default()
+    }));
+    let id = ResourceId::new("Tree", "t");
+    let fake = Fake {
+        shared: Arc::clone(&shared),
+        loaded: Loaded {
+            classes: vec![class("critical", 60_000, true)],
+            // A watched folder missing when the watches are armed: the
+            // class relies on its interval, its bound is interval + p95.
+            watch: vec![WatchTarget {
+                resource: id.clone(),
+                class: "critical".into(),
+                path: dir.path().join("gone"),
+                scope: WatchScope::Subtree,
+            }],
+            resources: 1,
+        },
+        work: Duration::ZERO,
+    };
+    let (control, metrics, handle) = start(fake, Arc::default());
+    let watch_checks = |shared: &Arc<Mutex<Shared>>| {
+        shared
+            .lock()
+            .unwrap()
+            .scopes
+            .iter()
+            .filter(|(_, s)| !s.complete())
+            .count()
+    };
+    wait_for("the first full pass", || {
+        metrics
+            .encode()
+            .contains("datum_checks_total{class=\"critical\",trigger=\"full\"} 1")
+    });
+    // 30 watch-triggered checks for the full pass's one: over all 31, the
+    // p95 would be a watch-triggered check's.
+    for n in 1..=30 {
+        control.inject(WatchNews::Changed(BTreeMap::from([(
+            "critical".to_owned(),
+            BTreeSet::from([id.clone()]),
+        )])));
+        wait_for("the watch-triggered check", || watch_checks(&shared) >= n);
+    }
+    control.stop();
+    handle.join().unwrap().unwrap();
+    let text = metrics.encode();
+    assert!(
+        text.contains("datum_class_watched{class=\"critical\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("datum_detection_bound_seconds{class=\"critical\"} 62.0\n"),
         "{text}"
     );
 }
