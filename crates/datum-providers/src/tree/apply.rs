@@ -42,7 +42,7 @@ pub(super) struct Walk {
     /// The file staged for the engine to check, not yet live.
     pub(super) pending: Option<crate::file::StagedContent>,
     /// A folder where `pending` goes, removed just before it goes live.
-    pub(super) in_the_way: Option<Located>,
+    pub(super) in_the_way: Option<InTheWay>,
 }
 
 impl Walk {
@@ -100,13 +100,13 @@ impl Walk {
                     };
                     // A folder in the way is found by the staging's own
                     // look at the entry (no second one per file).
-                    let mut in_the_way = false;
+                    let mut in_the_way = None;
                     let staged =
                         match stage_file(host, &target, want, self.uid, self.gid, d.meta.mode) {
                             Err(ProviderError::Host(HostError::InTheWay { .. }))
-                                if self.clear(d, &target, rel)? =>
+                                if let Some(id) = self.clear(d, &target, rel)? =>
                             {
-                                in_the_way = true;
+                                in_the_way = Some(id);
                                 Some(stage_new_file(
                                     host,
                                     &target,
@@ -120,13 +120,13 @@ impl Walk {
                         };
                     if let Some(staged) = staged {
                         self.pending = Some(staged);
-                        self.in_the_way = in_the_way.then_some(target);
+                        self.in_the_way = in_the_way.map(|id| InTheWay { at: target, id });
                         return Ok(true);
                     }
                 }
                 EntryRef::Symlink(to) => {
-                    if self.clear(d, &target, rel)? {
-                        target.remove_all()?;
+                    if let Some(id) = self.clear(d, &target, rel)? {
+                        remove_if_same(&target, id)?;
                     }
                     ensure_link(host, &target, to)?;
                 }
@@ -141,21 +141,27 @@ impl Walk {
     }
 
     /// Whether `target` (at `rel`) is a folder where a file or link is
-    /// declared that a purging tree removes (`true`: when the new entry
-    /// goes live). Its entries are unmanaged, which `purge: true` asks to
-    /// remove (the engine saved its files first), unless one is excluded:
-    /// then it stays, and the entry fails. Without `purge` a folder in the
-    /// way is a failure, as ever.
-    fn clear(&self, d: &TreeDesired, target: &Located, rel: &Path) -> Result<bool, ProviderError> {
+    /// declared that a purging tree removes (`Some`: when the new entry
+    /// goes live, and only while it is that folder, the one looked into
+    /// here: [`remove_if_same`]). Its entries are unmanaged, which
+    /// `purge: true` asks to remove (the engine saved its files first),
+    /// unless one is excluded: then it stays, and the entry fails. Without
+    /// `purge` a folder in the way is a failure, as ever.
+    fn clear(
+        &self,
+        d: &TreeDesired,
+        target: &Located,
+        rel: &Path,
+    ) -> Result<Option<Identity>, ProviderError> {
         if !d.purge
             || target
                 .lstat()?
                 .is_none_or(|s| s.kind != FileKind::Directory)
         {
-            return Ok(false);
+            return Ok(None);
         }
         let Some(dir) = target.open_dir()? else {
-            return Ok(false);
+            return Ok(None);
         };
         if holds_excluded(&dir, rel, &self.exclusions, &mut Default::default())? {
             return Err(HostError::InTheWay {
@@ -164,7 +170,25 @@ impl Walk {
             }
             .into());
         }
-        Ok(true)
+        Identity::of_dir(&dir).map(Some)
+    }
+}
+
+/// A folder where a purging Tree declares a file, which the engine's
+/// check of the staged file let go: removed just before the file goes
+/// live, while it is still the folder `Walk::clear` found holding nothing
+/// excluded (else the Tree fails: whoever may write in its folder may have
+/// swapped it for one holding an excluded entry meanwhile).
+pub(super) struct InTheWay {
+    at: Located,
+    id: Identity,
+}
+
+impl InTheWay {
+    /// Removes the folder and everything in it, if it is the one found
+    /// ([`remove_if_same`]).
+    pub(super) fn remove_all(&self) -> Result<(), ProviderError> {
+        remove_if_same(&self.at, self.id)
     }
 }
 
@@ -370,9 +394,10 @@ fn moved_while_purging(path: std::path::PathBuf) -> ProviderError {
 /// ([`moved_while_purging`]) and removes nothing more (what it removed
 /// before stays removed): whoever may write in a kept folder may have
 /// swapped it, or a folder in it, for one holding an excluded entry,
-/// which must never be removed. The engine saved what the purge removes
-/// before (from the observation); an entry swapped in since is not what
-/// it saved, and is refused here.
+/// which must never be removed. (The engine saved, before the apply,
+/// what the observation found unmanaged: an entry swapped in after the
+/// listing is refused here; one swapped in before it is listed as it is,
+/// its excluded entries kept.)
 fn purge(folders: &mut Folders, found: &[Listed]) -> Result<(), ProviderError> {
     for listed in found {
         let Some(name) = listed.path.file_name() else {
@@ -385,41 +410,47 @@ fn purge(folders: &mut Folders, found: &[Listed]) -> Result<(), ProviderError> {
             }
             Err(e) => return Err(e),
         };
-        let here = parent.path().join(name);
         if Identity::of_dir(&parent)? != listed.folder {
-            return Err(moved_while_purging(here));
+            return Err(moved_while_purging(parent.path().join(name)));
         }
-        let entry = parent.entry(name);
-        let Some(stat) = entry.lstat()? else {
-            // Gone since the listing: nothing to remove.
-            continue;
-        };
-        if Identity::of(&stat) != listed.entry {
-            return Err(moved_while_purging(here));
-        }
-        if stat.kind != FileKind::Directory {
-            // Only a name: a folder swapped in since is refused (`EISDIR`).
-            entry.remove_file()?;
-            continue;
-        }
-        let Some(dir) = parent.open_child_dir(name)? else {
-            continue;
-        };
-        if Identity::of_dir(&dir)? != listed.entry {
-            return Err(moved_while_purging(here));
-        }
-        for (inner, _) in dir.list()? {
-            dir.entry(&inner).remove_all()?;
-        }
-        drop(dir);
-        // Emptied: removed while its name still holds it (`rmdir` takes
-        // only an empty folder anyway).
-        match entry.lstat()? {
-            Some(stat) if Identity::of(&stat) == listed.entry => entry.remove_dir()?,
-            _ => return Err(moved_while_purging(here)),
-        }
+        remove_if_same(&parent.entry(name), listed.entry)?;
     }
     Ok(())
+}
+
+/// Removes the entry `at` (a folder with everything in it) only while it
+/// is `id`: looked at without following a link, then a folder emptied
+/// through a handle checked to be open on it, and removed while its name
+/// still holds it; else [`moved_while_purging`], and nothing more is
+/// removed. Nothing there is no error (nothing to remove). Whoever may
+/// write in the entry's folder can still swap a name between the look and
+/// the removal: a file's `unlink` then takes only the name (never a
+/// folder), and a folder's `rmdir` only an empty folder.
+fn remove_if_same(at: &Located, id: Identity) -> Result<(), ProviderError> {
+    let Some(stat) = at.lstat()? else {
+        return Ok(());
+    };
+    if Identity::of(&stat) != id {
+        return Err(moved_while_purging(at.path().to_path_buf()));
+    }
+    if stat.kind != FileKind::Directory {
+        at.remove_file()?;
+        return Ok(());
+    }
+    let Some(dir) = at.parent().open_child_dir(at.name())? else {
+        return Ok(());
+    };
+    if Identity::of_dir(&dir)? != id {
+        return Err(moved_while_purging(at.path().to_path_buf()));
+    }
+    for (inner, _) in dir.list()? {
+        dir.entry(&inner).remove_all()?;
+    }
+    drop(dir);
+    match at.lstat()? {
+        Some(stat) if Identity::of(&stat) == id => Ok(at.remove_dir()?),
+        _ => Err(moved_while_purging(at.path().to_path_buf())),
+    }
 }
 
 fn ensure_dir(
@@ -1019,6 +1050,50 @@ mod tests {
         eprintln!("{purged} purges removed something");
         assert!(!lost, "app.local was removed after {purged} purges");
         assert!(t.join("u/x.local").exists());
+    }
+
+    /// A folder where a purging Tree declares a file is removed just
+    /// before the file goes live, after the engine checked it: a local
+    /// user who may write in its folder swaps it meanwhile for one holding
+    /// an excluded entry. That one stays and the Tree fails; unswapped,
+    /// the folder goes.
+    #[test]
+    fn a_folder_in_the_way_swapped_before_it_goes_keeps_its_excluded_entry() {
+        for swap in [true, false] {
+            let repo = tempfile::tempdir().unwrap();
+            let root = tempfile::tempdir().unwrap();
+            write_all(&repo.path().join("t"), &[("a/x", "x"), ("c", "c")]);
+            let d = tree_of(
+                &repo.path().join("t"),
+                serde_json::json!({"path": "/t", "source": "t", "purge": true, "exclude": ["*.local"]}),
+            );
+            let t = root.path().join("t");
+            write_all(
+                &t,
+                &[("a/x", "x"), ("c/inner", "i"), ("w/app.local", "not mine")],
+            );
+            let host = Host::with_name(root.path(), "test-host");
+            let mut walk = Walk::start(&host, &d).unwrap();
+            assert!(walk.advance(&host, &d).unwrap(), "c staged");
+            let folder = walk.in_the_way.take().expect("the folder c in the way");
+            if swap {
+                std::fs::rename(t.join("c"), t.join("c_old")).unwrap();
+                std::fs::rename(t.join("w"), t.join("c")).unwrap();
+            }
+            let removed = folder.remove_all();
+            if swap {
+                assert_eq!(
+                    std::fs::read_to_string(t.join("c/app.local")).ok(),
+                    Some("not mine".to_owned()),
+                    "the excluded entry was removed"
+                );
+                let err = removed.unwrap_err().to_string();
+                assert!(err.contains("moved or replaced"), "{err}");
+            } else {
+                removed.unwrap();
+                assert!(!t.join("c").exists());
+            }
+        }
     }
 
     #[test]
