@@ -337,6 +337,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                         if let Some(before) = diff.content.as_ref().and_then(|c| c.before.clone()) {
                             observed.content = Some(before);
                         }
+                        let entries = provider.entry_differences().map(|e| e.entries(&observed));
                         let found = datum_drift::check::findings_for(&Inspected {
                             id: &r.id,
                             class: &r.class,
@@ -345,6 +346,7 @@ pub fn run(c: Checking<'_>) -> Result<Checked, CheckError> {
                                 .sensitive_by_field_only
                                 .then(|| provider.sensitive_fields()),
                             owns_subtree: provider.owns_subtree(),
+                            entries: entries.as_deref(),
                             target: Registry::path_claimed(provider, r),
                             observed: &observed,
                             diff: &diff,

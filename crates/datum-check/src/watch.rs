@@ -904,6 +904,7 @@ fn inspect(
         known.state = "failed";
         return known;
     };
+    let entries = provider.entry_differences().map(|e| e.entries(&observed));
     let findings = findings_for(&Inspected {
         id: &resource.id,
         class: &resource.class,
@@ -912,6 +913,7 @@ fn inspect(
             .sensitive_by_field_only
             .then(|| provider.sensitive_fields()),
         owns_subtree: provider.owns_subtree(),
+        entries: entries.as_deref(),
         target: Registry::path_claimed(provider, resource),
         observed: &observed,
         diff: &diff,

@@ -150,3 +150,51 @@ impl Diff {
         }
     }
 }
+
+/// One entry of a resource that owns a whole folder (a Tree) that is not on
+/// the host as declared: what a kind's observation tells, entry by entry,
+/// in terms every crate above the providers reads without knowing how that
+/// kind keeps it (`datum check` words each as a finding).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryDifference {
+    /// The entry's path relative to the resource's folder; empty for the
+    /// folder itself.
+    pub path: String,
+    pub drift: EntryDrift,
+}
+
+/// How an [`EntryDifference`]'s entry differs from its declaration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryDrift {
+    /// On the host, declared by nothing and hidden by no exclusion.
+    Unmanaged,
+    /// Declared, not on the host.
+    Missing,
+    /// Another type of entry is there (each side a type word: `file`,
+    /// `directory`, `symlink`); `None` where the observation does not say.
+    TypeChanged {
+        declared: Option<String>,
+        found: Option<String>,
+    },
+    /// There, with fields that differ.
+    Changed {
+        /// The fields that differ (`content`, `mode`, `owner`, ...).
+        fields: Vec<String>,
+        /// Both sides of those that are shown as values (mode, owner,
+        /// group, link target; never content); empty when the observation
+        /// carries none (one an older Datum recorded).
+        values: Vec<EntryValue>,
+        /// A text diff of the entry's content, declared -> live; never for
+        /// a sensitive resource.
+        content_diff: Option<String>,
+    },
+}
+
+/// One field of a changed entry, both sides as shown to a person
+/// (`mode`: `0644` declared, `0777` observed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryValue {
+    pub field: String,
+    pub declared: String,
+    pub observed: String,
+}

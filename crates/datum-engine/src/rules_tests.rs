@@ -433,6 +433,9 @@ mod counting {
         fn fingerprints(&self) -> Option<&dyn Fingerprints> {
             self.inner.fingerprints()
         }
+        fn entry_differences(&self) -> Option<&dyn datum_providers::EntryDifferences> {
+            self.inner.entry_differences()
+        }
         fn stages_ahead(&self) -> bool {
             self.inner.stages_ahead()
         }
@@ -525,6 +528,11 @@ fn assert_answers_as(
     assert_eq!(
         wrapper.extra_findings().is_some(),
         inner.extra_findings().is_some(),
+        "{name}"
+    );
+    assert_eq!(
+        wrapper.entry_differences().is_some(),
+        inner.entry_differences().is_some(),
         "{name}"
     );
     let fields = serde_json::json!({"path": at, "mode": "0640"});
@@ -1086,6 +1094,9 @@ mod batched_fake_file {
         }
         fn fingerprints(&self) -> Option<&dyn Fingerprints> {
             self.inner.fingerprints()
+        }
+        fn entry_differences(&self) -> Option<&dyn datum_providers::EntryDifferences> {
+            self.inner.entry_differences()
         }
         fn stages_ahead(&self) -> bool {
             self.inner.stages_ahead()

@@ -45,8 +45,8 @@ mod testing;
 
 pub use kind::Kind;
 pub use provider::{
-    Activated, Activates, Batched, Batches, Capabilities, Declared, DeclaredMeta, Exclusive,
-    ExtraDrift, ExtraFinding, ExtraFindings, FieldError, FieldLookup, FingerprintRoots,
+    Activated, Activates, Batched, Batches, Capabilities, Declared, DeclaredMeta, EntryDifferences,
+    Exclusive, ExtraDrift, ExtraFinding, ExtraFindings, FieldError, FieldLookup, FingerprintRoots,
     Fingerprints, GateRejection, KindError, OnChange, OpenGate, OrderingEdge, OrdersOthers,
     OwnsPaths, PathClaim, Planned, Provider, ProviderError, Reach, Refusal, Staged, Staging,
     StagingGate, TakesSourceFolder, WatchesWrites,

@@ -403,6 +403,14 @@ pub trait Capabilities: Send + Sync {
         false
     }
 
+    /// How the entries of the folder a resource of this kind owns differ
+    /// from its declaration, as its observation tells (a Tree's): check
+    /// reports one finding per category, naming the entries, and asks this
+    /// instead of reading the kind's observation.
+    fn entry_differences(&self) -> Option<&dyn EntryDifferences> {
+        None
+    }
+
     /// Whether the declared `path` of a resource of this type names one
     /// regular file (a File), as opposed to a folder, a link or no path:
     /// the agent then watches the file's own inode beside its folder, so a
@@ -916,6 +924,17 @@ pub struct FingerprintRoots {
     /// The host's root; `None` when the observation holds only the
     /// declared one.
     pub observed: Option<String>,
+}
+
+/// Capability: a resource of the kind owns a whole folder, and its
+/// observation keeps how each entry differs from the declaration (a
+/// Tree's). Only the kind knows how it keeps them: whoever reads them asks
+/// [`EntryDifferences::entries`].
+pub trait EntryDifferences: Send + Sync {
+    /// The entry differences `observed` carries, in the order the
+    /// observation lists them (parents first); empty when it carries none
+    /// (the folder as declared, or not there at all).
+    fn entries(&self, observed: &Observed) -> Vec<datum_core::diff::EntryDifference>;
 }
 
 /// One extra finding (see [`ExtraFindings`]), in terms no check type knows

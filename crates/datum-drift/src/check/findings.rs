@@ -21,6 +21,7 @@
 //! Must not: read the host, or keep a value of a sensitive resource (its
 //! differences carry paths only, and no content diff is produced).
 
+use datum_core::diff::{EntryDifference, EntryDrift, EntryValue};
 use datum_core::{ChangedBy, Diff, Observed, Presence, ResourceId};
 use datum_report::{AttrDiff, Finding};
 use serde_json::Value;
@@ -57,8 +58,14 @@ pub struct Inspected<'a> {
     /// `sensitive: true`).
     pub masked_only: Option<&'a [&'a str]>,
     /// Whether the resource owns the whole folder at its path (its kind's
-    /// `owns_subtree` capability, a Tree's): its findings are per entry.
+    /// `owns_subtree` capability, a Tree's): a change of the folder's own
+    /// type is worded as every other kind's.
     pub owns_subtree: bool,
+    /// How the entries of the folder it owns differ from the declaration,
+    /// as its kind's `entry_differences` capability read them from
+    /// `observed` (a Tree's); `None` for a kind without it. When present,
+    /// the findings of a resource that is there are per entry.
+    pub entries: Option<&'a [EntryDifference]>,
     pub target: Option<&'a str>,
     pub observed: &'a Observed,
     pub diff: &'a Diff,
@@ -66,8 +73,10 @@ pub struct Inspected<'a> {
 
 /// The findings of one inspected resource (empty when it has not drifted).
 pub fn findings_for(r: &Inspected<'_>) -> Vec<CheckFinding> {
-    if r.owns_subtree && r.observed.presence == Presence::Present {
-        return tree_findings(r);
+    if r.observed.presence == Presence::Present
+        && let Some(entries) = r.entries
+    {
+        return entry_findings(r, entries);
     }
     if r.diff.is_empty() {
         return Vec::new();
@@ -185,49 +194,44 @@ pub fn not_converged(found: Vec<CheckFinding>) -> Option<CheckFinding> {
     Some(first)
 }
 
-/// A Tree's differences, grouped by category: one finding per category,
-/// each naming its entries.
-fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
-    let items = r
-        .observed
-        .fields
-        .get("tree")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+/// A folder's entry differences (a Tree's), grouped by category: one
+/// finding per category, each naming its entries.
+fn entry_findings(r: &Inspected<'_>, entries: &[EntryDifference]) -> Vec<CheckFinding> {
     let mut by_category: std::collections::BTreeMap<&'static str, Vec<AttrDiff>> =
         std::collections::BTreeMap::new();
     // The changed entries' text diffs (the observation makes none for a
     // sensitive Tree; checked again here).
     let mut content_diffs: Vec<&str> = Vec::new();
-    for item in &items {
-        let path = item.get("path").and_then(Value::as_str).unwrap_or("");
-        let path = if path.is_empty() { "." } else { path };
-        let (category, diff) = match item.get("category").and_then(Value::as_str) {
-            Some("unmanaged") => ("unmanaged", AttrDiff::plain(path, "undeclared", "present")),
-            Some("missing") => (
+    for entry in entries {
+        let path = if entry.path.is_empty() {
+            "."
+        } else {
+            entry.path.as_str()
+        };
+        let (category, diff) = match &entry.drift {
+            EntryDrift::Unmanaged => ("unmanaged", AttrDiff::plain(path, "undeclared", "present")),
+            EntryDrift::Missing => (
                 "deleted_outside",
                 AttrDiff::plain(path, "present", "absent"),
             ),
-            Some("type_changed") => (
+            EntryDrift::TypeChanged { declared, found } => (
                 "type_changed",
                 AttrDiff::plain(
                     path,
-                    item.get("declared").and_then(Value::as_str).unwrap_or("?"),
-                    item.get("found").and_then(Value::as_str).unwrap_or("?"),
+                    declared.as_deref().unwrap_or("?"),
+                    found.as_deref().unwrap_or("?"),
                 ),
             ),
-            _ => {
-                let fields: Vec<&str> = item
-                    .get("fields")
-                    .and_then(Value::as_array)
-                    .map(|f| f.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
+            EntryDrift::Changed {
+                fields,
+                values,
+                content_diff,
+            } => {
                 let diff = if r.sensitive {
                     AttrDiff::sensitive(path)
                 } else {
-                    let (declared, observed) = entry_values(item, &fields);
-                    if let Some(text) = item.get("content_diff").and_then(Value::as_str) {
+                    let (declared, observed) = entry_values(fields, values);
+                    if let Some(text) = content_diff {
                         content_diffs.push(text);
                     }
                     AttrDiff::plain(path, declared, observed)
@@ -247,26 +251,11 @@ fn tree_findings(r: &Inspected<'_>) -> Vec<CheckFinding> {
         .collect()
 }
 
-/// Both sides of a changed Tree entry, declared -> observed, with the values
+/// Both sides of a changed entry, declared -> observed, with the values
 /// the observation carries (`mode 0644, owner 0` -> `mode 0777, owner 1000`);
 /// content is named, its text is not here. An observation without values
 /// (recorded by an older Datum) says only which fields changed.
-fn entry_values(item: &Value, fields: &[&str]) -> (String, String) {
-    let values: Vec<(&str, &str, &str)> = item
-        .get("values")
-        .and_then(Value::as_array)
-        .map(|vs| {
-            vs.iter()
-                .filter_map(|v| {
-                    Some((
-                        v.get("field")?.as_str()?,
-                        v.get("declared")?.as_str()?,
-                        v.get("observed")?.as_str()?,
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+fn entry_values(fields: &[String], values: &[EntryValue]) -> (String, String) {
     if values.is_empty() {
         return (
             "declared".to_owned(),
@@ -275,13 +264,13 @@ fn entry_values(item: &Value, fields: &[&str]) -> (String, String) {
     }
     let mut declared = Vec::new();
     let mut observed = Vec::new();
-    if fields.contains(&"content") {
+    if fields.iter().any(|f| f == "content") {
         declared.push("content as declared".to_owned());
         observed.push("content changed".to_owned());
     }
-    for (field, d, o) in values {
-        declared.push(format!("{field} {d}"));
-        observed.push(format!("{field} {o}"));
+    for v in values {
+        declared.push(format!("{} {}", v.field, v.declared));
+        observed.push(format!("{} {}", v.field, v.observed));
     }
     (declared.join(", "), observed.join(", "))
 }
@@ -336,6 +325,7 @@ mod tests {
             sensitive,
             masked_only: None,
             owns_subtree: false,
+            entries: None,
             target: Some("/etc/x"),
             observed: &observed,
             diff: &diff,
@@ -432,6 +422,7 @@ mod tests {
             sensitive: false,
             masked_only: None,
             owns_subtree: true,
+            entries: Some(&[]),
             target: Some("/etc/app/conf.d"),
             observed: &observed,
             diff: &diff,
@@ -470,6 +461,7 @@ mod tests {
             sensitive: true,
             masked_only: Some(&["password_hash"]),
             owns_subtree: false,
+            entries: None,
             target: None,
             observed: &observed,
             diff: &diff,
@@ -488,30 +480,55 @@ mod tests {
         assert!(f[0].content_diff.is_none());
     }
 
-    #[test]
-    fn tree_differences_group_by_category() {
+    fn changed(fields: &[&str], values: &[(&str, &str, &str)], diff: Option<&str>) -> EntryDrift {
+        EntryDrift::Changed {
+            fields: fields.iter().map(|f| (*f).to_owned()).collect(),
+            values: values
+                .iter()
+                .map(|(field, declared, observed)| EntryValue {
+                    field: (*field).to_owned(),
+                    declared: (*declared).to_owned(),
+                    observed: (*observed).to_owned(),
+                })
+                .collect(),
+            content_diff: diff.map(str::to_owned),
+        }
+    }
+
+    fn at(path: &str, drift: EntryDrift) -> EntryDifference {
+        EntryDifference {
+            path: path.to_owned(),
+            drift,
+        }
+    }
+
+    /// A Tree's findings, `entries` as its capability read them.
+    fn tree(entries: Option<&[EntryDifference]>, sensitive: bool) -> Vec<CheckFinding> {
         let id = ResourceId::new("Tree", "conf");
         let mut observed = Observed::absent();
         observed.presence = Presence::Present;
-        observed.fields.insert(
-            "tree".into(),
-            json!([
-                {"category": "changed", "path": "a.conf", "fields": ["content"],
-                 "content_diff": "--- a.conf\n"},
-                {"category": "unmanaged", "path": "a.conf~"},
-                {"category": "unmanaged", "path": "b.swp"},
-            ]),
-        );
-        let f = findings_for(&Inspected {
+        findings_for(&Inspected {
             id: &id,
             class: "critical",
-            sensitive: false,
+            sensitive,
             masked_only: None,
             owns_subtree: true,
+            entries,
             target: Some("/etc/conf"),
             observed: &observed,
             diff: &Diff::default(),
-        });
+        })
+    }
+
+    #[test]
+    fn tree_differences_group_by_category() {
+        let id = ResourceId::new("Tree", "conf");
+        let entries = [
+            at("a.conf", changed(&["content"], &[], Some("--- a.conf\n"))),
+            at("a.conf~", EntryDrift::Unmanaged),
+            at("b.swp", EntryDrift::Unmanaged),
+        ];
+        let f = tree(Some(&entries), false);
         let cats: Vec<&str> = f.iter().map(|f| f.finding.category.as_str()).collect();
         assert_eq!(cats, vec!["changed_outside", "unmanaged"]);
         assert_eq!(f[1].finding.diffs.len(), 2);
@@ -531,13 +548,112 @@ mod tests {
         assert_eq!(f[1].content_diff, None);
     }
 
+    /// Every category worded, the folder itself as `.`, a type change
+    /// whose sides are not known as `?`, and a sensitive Tree's changed
+    /// entries masked, their text diffs dropped.
+    #[test]
+    fn each_entry_is_worded_in_its_category() {
+        let entries = [
+            at("", changed(&["mode"], &[("mode", "0755", "0700")], None)),
+            at("gone", EntryDrift::Missing),
+            at(
+                "d",
+                EntryDrift::TypeChanged {
+                    declared: Some("directory".to_owned()),
+                    found: Some("symlink".to_owned()),
+                },
+            ),
+            at(
+                "e",
+                EntryDrift::TypeChanged {
+                    declared: None,
+                    found: None,
+                },
+            ),
+            at("c", changed(&["content"], &[], Some("--- c\n"))),
+        ];
+        let shown = |f: &[CheckFinding]| -> Vec<(String, String, String, String)> {
+            f.iter()
+                .flat_map(|f| {
+                    f.finding.diffs.iter().map(|d| {
+                        (
+                            f.finding.category.clone(),
+                            d.path().to_owned(),
+                            d.before().unwrap_or("-").to_owned(),
+                            d.after().unwrap_or("-").to_owned(),
+                        )
+                    })
+                })
+                .collect()
+        };
+        let row = |c: &str, p: &str, b: &str, a: &str| {
+            (c.to_owned(), p.to_owned(), b.to_owned(), a.to_owned())
+        };
+        let f = tree(Some(&entries), false);
+        assert_eq!(
+            shown(&f),
+            vec![
+                row("changed_outside", ".", "mode 0755", "mode 0700"),
+                row("changed_outside", "c", "declared", "changed: content"),
+                row("deleted_outside", "gone", "present", "absent"),
+                row("type_changed", "d", "directory", "symlink"),
+                row("type_changed", "e", "?", "?"),
+            ]
+        );
+        assert_eq!(f[0].content_diff.as_deref(), Some("--- c\n"));
+        let f = tree(Some(&entries), true);
+        assert!(f[0].finding.diffs.iter().all(|d| d.is_sensitive()));
+        assert_eq!(f[0].content_diff, None);
+        assert_eq!(shown(&f[1..]), shown(&tree(Some(&entries), false)[1..]));
+    }
+
+    /// Entry findings come from the kind's capability only: a kind without
+    /// it gets none, whatever its observation holds (even a list a Tree's
+    /// would), nor does a Tree with no entry drifted.
+    #[test]
+    fn a_kind_without_entry_differences_gives_no_entry_findings() {
+        let id = ResourceId::new("File", "x");
+        let mut observed = Observed::absent();
+        observed.presence = Presence::Present;
+        observed.fields.insert(
+            "tree".into(),
+            json!([{"category": "unmanaged", "path": "a.conf~"}]),
+        );
+        for owns_subtree in [false, true] {
+            let f = findings_for(&Inspected {
+                id: &id,
+                class: "normal",
+                sensitive: false,
+                masked_only: None,
+                owns_subtree,
+                entries: None,
+                target: Some("/etc/x"),
+                observed: &observed,
+                diff: &Diff::default(),
+            });
+            assert!(f.is_empty(), "{f:?}");
+        }
+        assert!(tree(Some(&[]), false).is_empty());
+        // The same entry, asked of the capability, is a finding.
+        let f = tree(Some(&[at("a.conf~", EntryDrift::Unmanaged)]), false);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].finding.category, "unmanaged");
+    }
+
     #[test]
     fn a_changed_tree_entry_shows_declared_and_observed_values() {
-        let item = json!({"category": "changed", "path": "a.conf", "fields": ["content", "mode", "owner"],
-            "values": [{"field": "mode", "declared": "0644", "observed": "0777"},
-                       {"field": "owner", "declared": "0", "observed": "1000"}]});
-        let (declared, observed) = entry_values(&item, &["content", "mode", "owner"]);
+        let EntryDrift::Changed { fields, values, .. } = changed(
+            &["content", "mode", "owner"],
+            &[("mode", "0644", "0777"), ("owner", "0", "1000")],
+            None,
+        ) else {
+            unreachable!("a changed entry");
+        };
+        let (declared, observed) = entry_values(&fields, &values);
         assert_eq!(declared, "content as declared, mode 0644, owner 0");
         assert_eq!(observed, "content changed, mode 0777, owner 1000");
+        let (declared, observed) = entry_values(&fields, &[]);
+        assert_eq!(declared, "declared");
+        assert_eq!(observed, "changed: content, mode, owner");
     }
 }

@@ -44,6 +44,7 @@
 mod apply;
 pub mod archive;
 mod compare;
+mod entries;
 mod observe;
 
 use std::path::{Path, PathBuf};
@@ -69,6 +70,7 @@ pub use apply::TreeStaging;
 use apply::Walk;
 use archive::DeclaredTree;
 use compare::EntryMeta;
+use entries::DIFFERENCES_FIELD;
 use observe::{
     FINGERPRINT_FIELD, FOLDER_KEEPING_EXCLUDED, bytes_path, entry_content_diff, folder_in_the_way,
     folder_refused, item_path, mark_folders_keeping_excluded, scan_and_compare,
@@ -632,7 +634,7 @@ impl Kind for TreeProvider {
         }
         observed
             .fields
-            .insert("tree".to_owned(), Value::Array(items));
+            .insert(DIFFERENCES_FIELD.to_owned(), Value::Array(items));
         Ok(observed)
     }
 
@@ -760,6 +762,10 @@ impl Capabilities for TreeProvider {
     }
 
     fn fingerprints(&self) -> Option<&dyn crate::Fingerprints> {
+        Some(self)
+    }
+
+    fn entry_differences(&self) -> Option<&dyn crate::EntryDifferences> {
         Some(self)
     }
 }
