@@ -367,7 +367,7 @@ impl OwnsPaths for TreeProvider {
         let (base, purge) = (&typed.path, typed.purge);
         let items = observed
             .fields
-            .get("tree")
+            .get(DIFFERENCES_FIELD)
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or_default();
@@ -412,7 +412,7 @@ impl crate::Fingerprints for TreeProvider {
     fn observed_entries(&self, observed: &Observed) -> std::collections::BTreeMap<String, String> {
         observed
             .fields
-            .get("tree")
+            .get(DIFFERENCES_FIELD)
             .and_then(Value::as_array)
             .map(|items| {
                 items
@@ -794,8 +794,9 @@ fn packed_as_compiled(resource: &Resource, d: &TreeDesired) -> Result<(), Provid
 /// open to the end of the walk, and a tree of a thousand folders failed
 /// under the usual limit of 1,024 descriptors: 'Too many open files'). Of
 /// those, at most this process's share for a walk's folders stay open
-/// ([`datum_host::descriptors::Budget::walk`]): past it the shallowest (the
-/// tree's root aside) are let go, and a folder on the way reached again is
+/// ([`datum_host::descriptors::Budget::walk`]): past it some are let go
+/// (the way keeps the tree's root, the folder it is in, and others spaced
+/// out along it, closer near the bottom), and a folder on the way reached again is
 /// opened again from the nearest one still open, one component at a time,
 /// and must be the folder first met there (same device and inode), else
 /// an error: before, a let-go folder was reopened by name only, so a local

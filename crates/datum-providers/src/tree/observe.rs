@@ -33,7 +33,10 @@ pub(super) fn folder_refused(
     found: &str,
     refused: impl Fn(&Value) -> bool,
 ) -> Option<String> {
-    let items = observed.fields.get("tree")?.as_array()?;
+    let items = observed
+        .fields
+        .get(super::entries::DIFFERENCES_FIELD)?
+        .as_array()?;
     let at = items.iter().find(|i| refused(i))?;
     let path = at.get("path").and_then(Value::as_str).unwrap_or("");
     Some(
@@ -668,7 +671,7 @@ pub fn diff(purge: bool, observed: &Observed) -> Diff {
         Presence::Present => {
             let items = observed
                 .fields
-                .get("tree")
+                .get(super::entries::DIFFERENCES_FIELD)
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
@@ -728,7 +731,8 @@ pub(super) mod tests {
     fn observed_with(items: Value) -> Observed {
         let mut o = Observed::absent();
         o.presence = Presence::Present;
-        o.fields.insert("tree".into(), items);
+        o.fields
+            .insert(crate::tree::entries::DIFFERENCES_FIELD.into(), items);
         o
     }
 
