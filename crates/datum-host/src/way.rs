@@ -490,4 +490,159 @@ mod tests {
         way.leave();
         assert!(way.here().is_err());
     }
+
+    /// The way's own bookkeeping agrees with itself: the first step is
+    /// held, the held steps are in order and are exactly those with a
+    /// handle, and each handle is the folder first met at its step.
+    fn consistent(way: &Way) {
+        assert_eq!(way.held.first(), Some(&0));
+        assert!(way.held.windows(2).all(|w| w[0] < w[1]), "{:?}", way.held);
+        for (at, step) in way.steps.iter().enumerate() {
+            assert_eq!(step.dir.is_some(), way.held.contains(&at), "step {at}");
+            if let Some(dir) = &step.dir {
+                assert_eq!(id_of(dir).unwrap(), step.id, "step {at}");
+            }
+        }
+    }
+
+    /// Walks that end early, by an error mid-way (a folder on the way
+    /// replaced), by a panic, or dropped on another thread, give back
+    /// every folder they held to their thread's count: a long-running
+    /// agent's thread walks thousands of times, and a count left behind
+    /// would shrink every later walk's share on it, down to two.
+    #[test]
+    fn walks_ended_early_give_back_what_they_held() {
+        let tmp = tempfile::tempdir().unwrap();
+        let most = 12;
+        let chain: std::path::PathBuf = std::iter::repeat_n("d", 30).collect();
+        std::fs::create_dir_all(tmp.path().join(&chain)).unwrap();
+        let down = |way: &mut Way, depth: usize| -> Result<(), HostError> {
+            for _ in 0..depth {
+                let here = way.here()?;
+                let Some(sub) = here.open_child_dir(OsStr::new("d"))? else {
+                    return Err(HostError::io(
+                        "reach",
+                        here.path(),
+                        std::io::Error::other("gone"),
+                    ));
+                };
+                way.enter(OsStr::new("d"), sub)?;
+            }
+            Ok(())
+        };
+        // Down 30, back up to 5 (the folders above were let go), a folder
+        // there replaced: reaching it again fails, and the walk returns.
+        let walk = |n: usize| -> Result<(), HostError> {
+            let mut way = Way::new(Dir::open_path(tmp.path()).unwrap(), most)?;
+            down(&mut way, 30)?;
+            consistent(&way);
+            // A walk nested in this one, ended by the same error.
+            let mut inner = Way::new(Dir::open_path(tmp.path()).unwrap(), most)?;
+            down(&mut inner, 30)?;
+            while way.depth() > 5 {
+                way.leave();
+            }
+            let at = tmp
+                .path()
+                .join(std::iter::repeat_n("d", 5).collect::<std::path::PathBuf>());
+            let aside = tmp.path().join(format!("aside{n}"));
+            std::fs::rename(&at, &aside).unwrap();
+            std::fs::create_dir(&at).unwrap();
+            let reached = way.here().map(|_| ());
+            std::fs::remove_dir(&at).unwrap();
+            std::fs::rename(&aside, &at).unwrap();
+            consistent(&way);
+            reached?;
+            down(&mut inner, 0)
+        };
+        for n in 0..500 {
+            assert!(walk(n).is_err(), "walk {n} reached a replaced folder");
+        }
+        assert_eq!(THREAD_HELD.with(|h| h.load(Ordering::Relaxed)), 0);
+        // A panic mid-walk.
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut way = Way::new(Dir::open_path(tmp.path()).unwrap(), most).unwrap();
+            down(&mut way, 30).unwrap();
+            panic!("mid-walk");
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(THREAD_HELD.with(|h| h.load(Ordering::Relaxed)), 0);
+        // Made here, dropped on another thread: given back here, and not
+        // taken from that thread's count.
+        let mut way = Way::new(Dir::open_path(tmp.path()).unwrap(), most).unwrap();
+        down(&mut way, 30).unwrap();
+        assert_eq!(THREAD_HELD.with(|h| h.load(Ordering::Relaxed)), most);
+        let there = std::thread::spawn(move || {
+            drop(way);
+            THREAD_HELD.with(|h| h.load(Ordering::Relaxed))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(there, 0);
+        assert_eq!(THREAD_HELD.with(|h| h.load(Ordering::Relaxed)), 0);
+        // A fresh walk on this thread has its whole share.
+        let mut way = Way::new(Dir::open_path(tmp.path()).unwrap(), most).unwrap();
+        down(&mut way, 30).unwrap();
+        assert_eq!(way.held(), most);
+    }
+
+    /// Walks nested on one thread, going down and up a tree at random
+    /// (a small generator, seeded: the same each run), keep their
+    /// bookkeeping whole after every move, each hold at most what it may
+    /// (its bound less the others', at least half), reach again the
+    /// folder first met at each step, and together hold what the thread's
+    /// count says.
+    #[test]
+    fn ways_nested_at_random_keep_their_books() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n) as usize
+        };
+        for most in [2, 3, 4, 5, 8, 17, 33] {
+            let mut ways: Vec<Way> = Vec::new();
+            let mut bounds: Vec<usize> = Vec::new();
+            for _ in 0..3000 {
+                match next(20) {
+                    // A walk inside the innermost, or the innermost ends.
+                    0 if ways.len() < 3 => {
+                        let others: usize = ways.iter().map(Way::held).sum();
+                        ways.push(Way::new(Dir::open_path(tmp.path()).unwrap(), most).unwrap());
+                        bounds.push(others);
+                    }
+                    1 if !ways.is_empty() => {
+                        ways.pop();
+                        bounds.pop();
+                    }
+                    n => {
+                        let Some(way) = ways.last_mut() else { continue };
+                        if n < 9 && way.depth() > 0 {
+                            way.leave();
+                        } else {
+                            let here = way.here().unwrap();
+                            assert_eq!(id_of(&here).unwrap(), way.steps[way.depth()].id);
+                            let name = OsString::from(format!("{}", next(3)));
+                            let entry = here.entry(&name);
+                            if entry.lstat().unwrap().is_none() {
+                                entry.create_dir(0o755, None, None).unwrap();
+                            }
+                            let sub = here.open_child_dir(&name).unwrap().unwrap();
+                            way.enter(&name, sub).unwrap();
+                        }
+                        let others = bounds.last().copied().unwrap_or(0);
+                        let may = most.saturating_sub(others).max(most / 2).max(2);
+                        assert!(way.held() <= may, "{} held of {may}", way.held());
+                    }
+                }
+                for way in &ways {
+                    consistent(way);
+                }
+                let all: usize = ways.iter().map(Way::held).sum();
+                assert_eq!(THREAD_HELD.with(|h| h.load(Ordering::Relaxed)), all);
+            }
+        }
+    }
 }
