@@ -24,6 +24,7 @@ use crate::commands::outbox::OutboxArgs;
 use crate::commands::pass::PlanArgs;
 use crate::commands::pull::PullArgs;
 use crate::commands::release::{QuarantineArgs, ReleaseArgs};
+use crate::commands::schedule::ScheduleArgs;
 use crate::commands::server::ServerCommand;
 
 #[derive(Debug, Parser)]
@@ -124,7 +125,7 @@ pub enum Command {
     /// Check, then apply each class's policy to the drift found (revert, accept, quarantine).
     Reconcile(CheckArgs),
     /// Per class: interval, inspection time (p50/p95) and detection bound.
-    Schedule,
+    Schedule(ScheduleArgs),
     /// Print a tree's Merkle fingerprint (the path as given, not under --root).
     Fingerprint(FingerprintArgs),
     /// Exclude a resource (or the host) from apply and from revert, until released.

@@ -144,7 +144,17 @@ impl Defaults {
                 value: value.as_ref()?,
             })
         });
-        global.chain(agent).collect()
+        // `datum schedule` states a watched class's bound with the agent's
+        // debounce: the same value is its `--debounce`'s default (checked
+        // as the agent's first, so an error names `[agent] debounce`).
+        let schedule = self.agent.debounce.as_ref().map(|value| Setting {
+            key: "debounce",
+            subcommand: Some("schedule"),
+            arg: "debounce",
+            kind: Kind::Duration,
+            value,
+        });
+        global.chain(agent).chain(schedule).collect()
     }
 }
 

@@ -53,7 +53,7 @@ fn formats(command: &Command) -> &'static [Format] {
         | Command::Catalogue(_)
         | Command::Validators
         | Command::Backup(_)
-        | Command::Schedule
+        | Command::Schedule(_)
         | Command::Fingerprint(_)
         | Command::Quarantine(_)
         | Command::Release(_)
@@ -138,7 +138,7 @@ pub fn run(cli: &Cli) -> Result<ExitCode> {
         Command::Agent(args) => agent::run(&cli.global, args),
         Command::Check(args) => check::run(global, args, check::Act::Look),
         Command::Reconcile(args) => check::run(global, args, check::Act::Reconcile),
-        Command::Schedule => schedule::run(global),
+        Command::Schedule(args) => schedule::run(global, args),
         Command::Fingerprint(args) => fingerprint::run(global, args),
         Command::Quarantine(args) => release::quarantine(global, args),
         Command::Release(args) => release::release(global, args),

@@ -3,13 +3,18 @@
 //! detection bound = interval + p95: how long drift can go unnoticed. A
 //! metadata-first class states its second bound on a line of its own: an
 //! edit that keeps size and times waits for the content audit
-//! (`audit_every` × interval + p95), or is never seen without one.
+//! (`audit_every` × interval + p95), or is never seen without one. A
+//! watched class states the agent's debounce + p95 for what a watch sees,
+//! with the debounce `datum agent` takes from the defaults file
+//! (`[agent] debounce`) unless `--debounce` says otherwise.
 //!
 //! Must not: inspect the host (it reads the catalogue and the store).
 
 use std::io::Write;
+use std::time::Duration;
 
 use anyhow::Result;
+use clap::Args;
 use datum_drift::classes::Classes;
 use datum_drift::schedule::{ScheduleRow, format_ms};
 use datum_report::render::Answer;
@@ -22,7 +27,19 @@ use crate::exit::ExitCode;
 /// Checks the percentiles are taken over.
 const RECENT: usize = 50;
 
-pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
+#[derive(Debug, Args)]
+pub struct ScheduleArgs {
+    /// The agent's debounce, added to a watched class's bound. Its default is the agent's: datum.toml's `[agent] debounce`, else 100ms; give the agent's --debounce when it runs with one (its command line is not read).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "100ms",
+        value_parser = crate::cli::duration
+    )]
+    pub debounce: Duration,
+}
+
+pub fn run(global: &GlobalArgs, args: &ScheduleArgs) -> Result<ExitCode> {
     let identity = context::identity(global)?;
     let catalogue = context::compile(global, &identity)?;
     let settings = match datum_manifest::Settings::load(&global.repo) {
@@ -66,7 +83,7 @@ pub fn run(global: &GlobalArgs) -> Result<ExitCode> {
             } else {
                 None
             };
-            ScheduleRow::new(spec, count, p, datum_agent::WATCH_DEBOUNCE, watch_p95)
+            ScheduleRow::new(spec, count, p, args.debounce, watch_p95)
         })
         .collect();
     crate::render::emit(&Scheduled { rows }, global)?;

@@ -470,6 +470,66 @@ fn schedule_states_a_watched_class_bound_as_debounce_plus_inspection() {
     );
 }
 
+/// `datum schedule` stated a watched class's bound with the built-in
+/// debounce (100 ms) while the agent took `[agent] debounce` from the
+/// defaults file: with another one the two disagreed. It takes the agent's
+/// (and `--debounce` over it, for an agent started with its own flag).
+#[test]
+fn schedule_states_a_watched_class_bound_with_the_agent_s_configured_debounce() {
+    let s = Sandbox::with_base(
+        "datum: v1alpha1\ntype: File\nname: a\nclass: critical\ndesired: {path: /a, content: x}\n",
+    );
+    s.write(
+        "repo/datum.yaml",
+        "datum: v1alpha1\nlayers:\n  - name: base\n    path: base\n    match: {}\nclasses:\n  critical: {interval: 60s, content: full, policy: report, watch: true}\n",
+    );
+    assert_exit(&s.datum(&["apply"]), 2);
+    assert_exit(&s.datum(&["check"]), 0);
+    let config = s.write("etc/datum/datum.toml", "[agent]\ndebounce = \"2s\"\n");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&config, fs::Permissions::from_mode(0o644)).unwrap();
+    let schedule = |args: &[&str]| {
+        let out = assert_cmd::Command::cargo_bin("datum")
+            .unwrap()
+            .env("DATUM_CONFIG", &config)
+            .arg("--repo")
+            .arg(s.repo())
+            .arg("--root")
+            .arg(s.root())
+            .arg("--host-file")
+            .arg(s.dir.path().join("host.yaml"))
+            .args(["--output", "json", "schedule"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_exit(&out, 0);
+        let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        rows["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["class"] == "critical")
+            .unwrap()
+            .clone()
+    };
+    let critical = schedule(&[]);
+    assert_eq!(critical["watched"], true);
+    // No watch-triggered check recorded: the checks' p95 stands in.
+    let p95 = critical["p95_ms"].as_u64().unwrap();
+    assert_eq!(
+        critical["detection_bound_ms"].as_u64(),
+        Some(2_000 + p95),
+        "{critical}"
+    );
+    let critical = schedule(&["--debounce", "250ms"]);
+    let p95 = critical["p95_ms"].as_u64().unwrap();
+    assert_eq!(
+        critical["detection_bound_ms"].as_u64(),
+        Some(250 + p95),
+        "{critical}"
+    );
+}
+
 /// `lines` numbered lines of a configuration file.
 fn numbered(lines: usize) -> String {
     (0..lines)
