@@ -22,7 +22,8 @@
 //!
 //! `no-op` drift (a move without a value change), an update whose two sides differ only
 //! between `null` and an empty map, list or string, data sources and deposed objects are not
-//! findings. Whatever the normal plan does to an address that did not drift is pending: an
+//! findings; nor are the members other resources of the stack added to a role's or a
+//! security group's set, unless the next apply changes that set (`plan::siblings`). Whatever the normal plan does to an address that did not drift is pending: an
 //! unapplied change, listed apart. `--ignore-attr` paths are removed from every diff before
 //! classifying, and a resource left without any changed path disappears.
 
@@ -379,6 +380,35 @@ fn null_against_empty_string(leaf: &LeafDiff) -> bool {
 }
 
 /// Classify the drift of `refresh` against `normal` (absent with `--drift-only`).
+/// `entry` without the sets other resources of the stack filled (members an
+/// `aws_iam_role_policy` or an `aws_security_group_rule` adds, read as drift after the
+/// apply that made them: see `plan::siblings`), unless the next apply changes that set;
+/// `None` when there are none.
+fn made_by_others(entry: &DriftEntry, change: Option<&ChangeEntry>) -> Option<DriftEntry> {
+    let touched = |set: &Path| {
+        change.is_some_and(|c| {
+            c.changed_paths
+                .iter()
+                .chain(&c.unknown_paths)
+                .any(|p| set.covers(p))
+        })
+    };
+    let sets: Vec<&Path> = entry
+        .made_by_others
+        .iter()
+        .filter(|set| !touched(set))
+        .collect();
+    if sets.is_empty() {
+        return None;
+    }
+    let mut left = entry.clone();
+    left.diffs
+        .retain(|leaf| !sets.iter().any(|set| set.covers(&leaf.path)));
+    left.arrays
+        .retain(|array| !sets.iter().any(|set| set.covers(&array.path)));
+    Some(left)
+}
+
 pub fn classify(
     stack: &str,
     refresh: &Plan,
@@ -421,6 +451,15 @@ pub fn classify(
                 (false, true)
             }
         };
+        let address = entry.address.as_str();
+        let trimmed;
+        let entry = match made_by_others(entry, changes.get(address).copied()) {
+            Some(left) => {
+                trimmed = left;
+                &trimmed
+            }
+            None => entry,
+        };
         if entry.action == Action::Update && entry.diffs.iter().all(null_against_empty_string) {
             // Before and after differ only in how an absent value is written (`null` on
             // one side, `{}`, `[]` or `""` on the other: the AWS provider reads `tags`
@@ -429,7 +468,7 @@ pub fn classify(
             // Nothing changed outside.
             continue;
         }
-        drifted.insert(entry.address.as_str());
+        drifted.insert(address);
         let diffs: Vec<Diff> = entry
             .diffs
             .iter()
@@ -657,6 +696,8 @@ mod tests {
             action,
             diffs,
             arrays: Vec::new(),
+            made_by_others: Vec::new(),
+            wanted: Vec::new(),
         }
     }
 

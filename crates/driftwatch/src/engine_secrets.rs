@@ -8,10 +8,12 @@
 //! declared `sensitive = true` or named like a secret ([`DEFAULT_SECRET_PATTERN`]), from
 //! every place the engine takes them from (`TF_VAR_name`, `terraform.tfvars`,
 //! `*.auto.tfvars` and their `.json` forms, `-var` and `-var-file` in `TF_CLI_ARGS` and
-//! `TF_CLI_ARGS_plan`, and the declared default).
+//! `TF_CLI_ARGS_plan`, and the declared default), and the literals inside every
+//! `sensitive(...)` call of the root module's `.tf` files.
 //!
 //! What this cannot know: a secret that reaches a resource argument from state (another
-//! resource's sensitive attribute) rather than from a variable. docs/driftwatch.md says so.
+//! resource's sensitive attribute) rather than from a variable, or from a `sensitive(...)`
+//! call in a child module or a `.tf.json` file. docs/driftwatch.md says so.
 //!
 //! A file that does not parse is skipped: the engine does not evaluate any variable of a
 //! configuration it cannot parse, so no provider can have quoted one.
@@ -19,9 +21,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use hcl_edit::expr::{Expression, ObjectKey};
+use hcl_edit::expr::{Expression, FuncCall, ObjectKey};
 use hcl_edit::structure::Body;
 use hcl_edit::template::Element;
+use hcl_edit::visit::{Visit, visit_func_call, visit_object_key};
+use hcl_edit::{Decorated, Formatted, Number, Spanned};
 use regex::Regex;
 
 use crate::mask::DEFAULT_SECRET_PATTERN;
@@ -45,6 +49,9 @@ pub struct EngineSecrets {
 struct Variables {
     secret: BTreeSet<String>,
     values: BTreeMap<String, Vec<String>>,
+    /// The literals inside `sensitive(...)` calls, wherever they are (a local, a
+    /// resource's argument): secret whatever variable they reach.
+    marked: Vec<String>,
 }
 
 impl Variables {
@@ -83,6 +90,7 @@ impl EngineSecrets {
             if name.ends_with(".tf") {
                 if let Some(body) = read_hcl(&path) {
                     declarations_hcl(&body, &name_pattern, &mut vars);
+                    marked_literals(&body, &mut vars);
                 }
             } else if name.ends_with(".tf.json")
                 && let Some(json) = read_json(&path)
@@ -164,6 +172,9 @@ impl EngineSecrets {
             }
         }
         let mut values: BTreeSet<String> = BTreeSet::new();
+        for value in std::mem::take(&mut vars.marked) {
+            add_value(&mut values, value);
+        }
         for (var, found) in vars.values {
             if vars.secret.contains(&var) || name_pattern.is_match(&var) {
                 for value in found {
@@ -279,6 +290,44 @@ fn declarations_hcl(body: &Body, name_pattern: &Regex, vars: &mut Variables) {
     }
 }
 
+/// The literals inside every `sensitive(...)` call of a `.tf` file (`locals { t =
+/// sensitive("...") }`): the engine gives the value to the provider unmarked, and a
+/// provider's validation error quotes it.
+fn marked_literals(body: &Body, vars: &mut Variables) {
+    struct Calls<'a>(&'a mut Vec<String>);
+    impl Visit for Calls<'_> {
+        fn visit_func_call(&mut self, node: &FuncCall) {
+            if node.name.namespace.is_empty() && node.name.name.as_str() == "sensitive" {
+                let mut literals = Literals(Vec::new());
+                visit_func_call(&mut literals, node);
+                self.0.extend(literals.0);
+            } else {
+                visit_func_call(self, node);
+            }
+        }
+    }
+    /// Every literal string, number and object key below a node.
+    struct Literals(Vec<String>);
+    impl Visit for Literals {
+        fn visit_string(&mut self, node: &Decorated<String>) {
+            self.0.push(node.value().clone());
+        }
+        fn visit_literal(&mut self, node: &Spanned<String>) {
+            self.0.push(node.value().clone());
+        }
+        fn visit_number(&mut self, node: &Formatted<Number>) {
+            self.0.push(node.value().to_string());
+        }
+        fn visit_object_key(&mut self, node: &ObjectKey) {
+            if let ObjectKey::Ident(k) = node {
+                self.0.push(k.as_str().to_owned());
+            }
+            visit_object_key(self, node);
+        }
+    }
+    Calls(&mut vars.marked).visit_body(body);
+}
+
 /// `{"variable": {"NAME": {"sensitive": true, "default": ...}}}` of a `.tf.json` file.
 fn declarations_json(json: &serde_json::Value, name_pattern: &Regex, vars: &mut Variables) {
     let Some(serde_json::Value::Object(declared)) = json.get("variable") else {
@@ -363,6 +412,34 @@ mod tests {
             std::fs::write(dir.path().join(name), text).unwrap();
         }
         dir
+    }
+
+    #[test]
+    fn literals_marked_with_sensitive_are_secret_wherever_they_are() {
+        // As on the real engine (terraform 1.11.4, hashicorp/aws 5.100.0): a parameter's
+        // `type` from a local marked with sensitive() is quoted by the provider's
+        // validation error (`expected type to be one of [...], got VALUE`).
+        let dir = stack(&[(
+            "main.tf",
+            r#"
+locals {
+  ptype = sensitive("CANARY-e1-local")
+  tags  = sensitive({ "CANARY-e1-key" = 1234567, plain = "CANARY-e1-${var.x}-tail" })
+  other = upper("not-secret")
+}
+resource "aws_ssm_parameter" "p" {
+  type  = local.ptype
+  value = jsonencode([sensitive(["CANARY-e1-inline"])])
+}
+"#,
+        )]);
+        let secrets = EngineSecrets::gather_with(dir.path(), &[]);
+        let text = "got CANARY-e1-local; CANARY-e1-key CANARY-e1-inline 1234567 not-secret";
+        assert_eq!(
+            secrets.hide(text),
+            "got (sensitive value); (sensitive value) (sensitive value) (sensitive value) not-secret"
+        );
+        assert!(!secrets.hide("CANARY-e1-x-tail").contains("tail"));
     }
 
     const VARS: &str = r#"

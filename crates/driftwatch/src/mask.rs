@@ -289,13 +289,25 @@ impl Hidden {
         self.keys.is_empty() && self.values.is_empty() && self.numbers.is_empty()
     }
 
-    /// Take the strings (not the keys or numbers) `other` hides: what a whole document's
-    /// markers hide, to withhold copies of them in other resources. Keys and numbers stay
-    /// within their own resource, where a sibling of a marked value is most likely a copy;
-    /// across a whole plan they would hide every equal port, count or attribute name.
+    /// Take the strings `other` hides, and the keys that cannot be an attribute's name:
+    /// what a whole document's markers hide, to withhold copies of them in other
+    /// resources. Numbers and the keys that could be an attribute's name (lower-case
+    /// snake_case, as every provider schema names them) stay within their own resource,
+    /// where a sibling of a marked value is most likely a copy; across a whole plan they
+    /// would hide every equal port, count or attribute name. Any other key of a value
+    /// marked whole is a map's key, the user's data (`tags = sensitive({...})`), which the
+    /// AWS provider copies unmarked into `tags_all`, and from there a configuration can
+    /// copy it into any other resource.
     pub fn add_strings_of(&mut self, other: &Hidden) {
         let before = self.values.len();
         self.values.extend(other.values.iter().cloned());
+        self.values.extend(
+            other
+                .keys
+                .iter()
+                .filter(|k| !k.is_empty() && !could_be_attribute_name(k))
+                .cloned(),
+        );
         if self.values.len() != before {
             self.embedded.take();
         }
@@ -350,6 +362,13 @@ impl Hidden {
     pub fn holds_number(&self, digits: &str) -> bool {
         self.numbers.contains(digits)
     }
+}
+
+/// Whether `key` could be the name of an attribute or block in a provider's schema
+/// (`[a-z0-9_]+`), rather than only a map's key.
+fn could_be_attribute_name(key: &str) -> bool {
+    key.bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// Whether a marker hides anything at all (a `true` somewhere in it), or has a shape that

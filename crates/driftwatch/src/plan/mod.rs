@@ -8,6 +8,7 @@
 pub mod parse;
 mod raw;
 mod sets;
+mod siblings;
 mod stream;
 mod structural;
 
@@ -195,6 +196,12 @@ pub struct DriftEntry {
     /// For updates read with values, every array that differs, each side hashed as a set
     /// (see [`ArrayDigest`]): the last apply's value and the refreshed one.
     pub arrays: Vec<ArrayDigest>,
+    /// Sets whose refreshed value only adds members that other resources of the plan make
+    /// (an `aws_iam_role_policy`'s policy in its role's `inline_policy`): not drift (see
+    /// `plan::siblings`).
+    pub made_by_others: Vec<Path>,
+    /// While parsing: the sets that only add members, and the digests of those members.
+    pub(crate) wanted: Vec<siblings::Wanted>,
 }
 
 /// What the plan will do to one managed resource instance (`resource_changes`).

@@ -21,6 +21,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::raw::{RawChange, RawCheck, RawHead};
+use super::siblings::Claims;
 use super::stream;
 use super::{Action, ChangeEntry, DriftEntry, Leaf, LeafDiff, Plan};
 use crate::flatten::{Path, Step, flatten};
@@ -219,6 +220,8 @@ pub fn parse_reader<R: std::io::Read>(
     // The strings the markers hide anywhere in the document, to withhold their copies in
     // other resources once every entry is read. Never part of the Plan.
     let mut secrets = Hidden::default();
+    // What the plan's resources add to other resources' sets (see `siblings`).
+    let mut claims = Claims::default();
     let mut drift_read = false;
     // The values of the root module's variables (the plan's `variables`, which come before
     // the `configuration` that says which are sensitive), until it is known which to keep.
@@ -284,18 +287,22 @@ pub fn parse_reader<R: std::io::Read>(
             {
                 let mut learn = Marked {
                     secrets: &mut secrets,
+                    claims: None,
                     first_error: &mut first_error,
                     source_name,
                 };
                 members(&mut scanner, |scanner, _| learn.output_change(scanner)).map_err(scan)?;
             }
             kind @ (Member::PlannedValues | Member::PriorState)
-                if first_error.is_none() && copies_may_show(&plan, drift_read) =>
+                if first_error.is_none()
+                    && (copies_may_show(&plan, drift_read) || wants_claims(&plan)) =>
             {
                 let prior_state = matches!(kind, Member::PriorState);
                 header.looks_like_plan |= !prior_state;
+                let claiming = wants_claims(&plan);
                 let mut learn = Marked {
                     secrets: &mut secrets,
+                    claims: claiming.then_some(&mut claims),
                     first_error: &mut first_error,
                     source_name,
                 };
@@ -356,6 +363,14 @@ pub fn parse_reader<R: std::io::Read>(
     }
     if copies_may_show(&plan, drift_read) {
         variables.keep_sensitive(&mut secrets, source_name)?;
+    }
+    claims.settle(&secrets);
+    for entry in &mut plan.drift {
+        for wanted in std::mem::take(&mut entry.wanted) {
+            if claims.make_all(&wanted) {
+                entry.made_by_others.push(wanted.path);
+            }
+        }
     }
     if !secrets.is_empty() {
         // A provider can copy a value into another resource that does not mark it (the
@@ -446,6 +461,12 @@ fn copies_may_show(plan: &Plan, drift_read: bool) -> bool {
                 .flatten()
                 .any(|p| p.0.iter().skip(1).any(|s| matches!(s, Step::Key(_))))
         })
+}
+
+/// Whether a drifted set may hold members other resources make (see `siblings`): then
+/// `prior_state` and `planned_values` are read for them.
+fn wants_claims(plan: &Plan) -> bool {
+    plan.drift.iter().any(|d| !d.wanted.is_empty())
 }
 
 /// Cut each path of an unapplied change at the first map key (past the attribute's name)
@@ -715,6 +736,9 @@ fn elements<R: std::io::Read>(
 /// only the marked parts of a resource whose marker hides something are parsed.
 struct Marked<'a> {
     secrets: &'a mut Hidden,
+    /// Where to add what each resource makes in other resources' sets, when a drifted set
+    /// may hold such members.
+    claims: Option<&'a mut Claims>,
     first_error: &'a mut Option<PlanError>,
     source_name: &'a str,
 }
@@ -808,15 +832,17 @@ impl Marked<'_> {
         &mut self,
         scanner: &mut stream::Scanner<R>,
     ) -> Result<(), stream::Stop> {
-        let learned = scanner.parse_quick(
+        let claiming = self.claims.is_some();
+        let (learned, made) = scanner.parse_quick(
             |bytes| {
                 // Found by structure; anything unusual is left to serde below.
                 let (object, used) = super::structural::object_prefix(bytes, b"")?;
-                let (mut values, mut marker) = (None, None);
+                let (mut values, mut marker, mut kind) = (None, None, None);
                 for (key, value) in object.members {
                     let slot = match key {
                         b"\"values\"" => &mut values,
                         b"\"sensitive_values\"" => &mut marker,
+                        b"\"type\"" => &mut kind,
                         _ if key.contains(&b'\\') => return None,
                         _ => continue,
                     };
@@ -826,7 +852,13 @@ impl Marked<'_> {
                 }
                 // An error is left to serde too, which says where it is.
                 let learned = marked_strings(values, marker).ok()?;
-                Some((Ok(learned), used))
+                let made = match kind {
+                    Some(kind) if claiming => {
+                        makes(serde_json::from_slice(kind).ok()?, values, &learned).ok()?
+                    }
+                    _ => None,
+                };
+                Some(((Ok(learned), made), used))
             },
             |bytes| {
                 let (raw, used) = stream::one::<RawStateResource<'_>>(bytes)?;
@@ -834,9 +866,18 @@ impl Marked<'_> {
                     raw.values.map(|v| v.get().as_bytes()),
                     raw.sensitive_values.map(|v| v.get().as_bytes()),
                 );
-                Ok((learned, used))
+                let made = match (&learned, raw.kind) {
+                    (Ok(hidden), Some(kind)) if claiming => {
+                        makes(kind, raw.values.map(|v| v.get().as_bytes()), hidden)?
+                    }
+                    _ => None,
+                };
+                Ok(((learned, made), used))
             },
         )?;
+        if let (Some(claims), Some((kind, values))) = (self.claims.as_deref_mut(), made) {
+            claims.consider(kind, values);
+        }
         match learned {
             Ok(hidden) => self.secrets.add_strings_of(&hidden),
             Err(e) => {
@@ -877,9 +918,26 @@ struct RawOutputChange<'a> {
     after_sensitive: Option<&'a RawValue>,
 }
 
-/// A resource of `prior_state` or `planned_values`: only its values and their marker.
+/// The type and values of a resource that makes members of other resources' sets
+/// (`siblings::is_claimant`), when its markers hide nothing: a marked value is never kept.
+fn makes(
+    kind: Cow<'_, str>,
+    values: Option<&[u8]>,
+    hidden: &Hidden,
+) -> Result<Option<(String, Value)>, serde_json::Error> {
+    match values {
+        Some(values) if hidden.is_empty() && super::siblings::is_claimant(&kind) => {
+            Ok(Some((kind.into_owned(), serde_json::from_slice(values)?)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A resource of `prior_state` or `planned_values`: only its type, values and their marker.
 #[derive(serde::Deserialize)]
 struct RawStateResource<'a> {
+    #[serde(borrow, default, rename = "type")]
+    kind: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     values: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -940,12 +998,19 @@ fn drift_entry(
         return Ok(None);
     }
     let action = Action::from_actions(&raw.change.actions);
-    let (diffs, arrays) = if role != PlanRole::Normal && action == Action::Update {
+    let (diffs, arrays, wanted) = if role != PlanRole::Normal && action == Action::Update {
         let arrays = super::sets::array_digests(raw.change.before, raw.change.after)
             .map_err(inside_change(source_name))?;
-        (drift_diffs(&raw, masker, source_name, secrets)?, arrays)
+        let wanted =
+            super::siblings::wanted(raw.kind.as_deref(), raw.change.before, raw.change.after)
+                .map_err(inside_change(source_name))?;
+        (
+            drift_diffs(&raw, masker, source_name, secrets)?,
+            arrays,
+            wanted,
+        )
     } else {
-        (Vec::new(), Vec::new())
+        (Vec::new(), Vec::new(), Vec::new())
     };
     Ok(Some(DriftEntry {
         address: raw.address.into_owned(),
@@ -953,6 +1018,8 @@ fn drift_entry(
         action,
         diffs,
         arrays,
+        made_by_others: Vec::new(),
+        wanted,
     }))
 }
 
@@ -1056,6 +1123,8 @@ fn drift_head(head: RawHead<'_>) -> Option<DriftEntry> {
         action: Action::from_actions(&head.change.actions),
         diffs: Vec::new(),
         arrays: Vec::new(),
+        made_by_others: Vec::new(),
+        wanted: Vec::new(),
     })
 }
 
@@ -2122,6 +2191,43 @@ mod tests {
             .map(|d| format!("{} {}", d.path, d.sensitive))
             .collect();
         assert_eq!(shown, ["tags true", "tags.plain false"]);
+    }
+
+    #[test]
+    fn the_keys_of_a_map_a_resource_marks_whole_are_withheld_in_other_resources() {
+        // As on the real engine (terraform 1.11, hashicorp/aws 5.100): queue a's tags are
+        // `sensitive({...})`, marked whole; the provider's tags_all of a is not marked,
+        // and queue b copies it (`tags = aws_sqs_queue.a.tags_all`), queue c builds keys
+        // from it; b and c mark nothing. A key that cannot be an attribute's name (not
+        // lower-case snake_case) is the user's data: withheld in b and c, as a key or
+        // inside one. A key that could be an attribute's name (`master_user`) stays
+        // within its resource, not to hide every equal attribute name of the plan.
+        let text = r#"{"format_version":"1.2","resource_drift":[
+          {"address":"aws_sqs_queue.a","mode":"managed","change":{"actions":["update"],
+            "before":{"tags":{"CANARY-k1":"CANARY-v1"},"tags_all":{"CANARY-k1":"CANARY-v1"}},
+            "after":{"tags":{"CANARY-k1":"CANARY-v2"},"tags_all":{"CANARY-k1":"CANARY-v2"}},
+            "before_sensitive":{"tags":true,"tags_all":{}},"after_sensitive":{"tags":true,"tags_all":{}}}},
+          {"address":"aws_sqs_queue.b","mode":"managed","change":{"actions":["update"],
+            "before":{"tags":{"CANARY-k1":"x","plain":"p"}},
+            "after":{"tags":{"CANARY-k1":"y","plain":"q"}},
+            "before_sensitive":{"tags":{}},"after_sensitive":{"tags":{}}}},
+          {"address":"aws_sqs_queue.c","mode":"managed","change":{"actions":["update"],
+            "before":{"tags":{"copy-CANARY-k1":"x","master_user":"m"}},
+            "after":{"tags":{"copy-CANARY-k1":"y","master_user":"n"}},
+            "before_sensitive":{"tags":{}},"after_sensitive":{"tags":{}}}}],
+          "prior_state":{"values":{"root_module":{"resources":[
+            {"address":"aws_db.d","values":{"settings":{"master_user":"u"}},"sensitive_values":{"settings":true}}]}}}}"#;
+        let plan = parse(text, PlanRole::RefreshOnly).unwrap();
+        assert!(!format!("{plan:?}").contains("CANARY"), "{plan:?}");
+        let shown = |i: usize| {
+            plan.drift[i]
+                .diffs
+                .iter()
+                .map(|d| format!("{} {}", d.path, d.sensitive))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(shown(1), ["tags true", "tags.plain false"]);
+        assert_eq!(shown(2), ["tags true", "tags.master_user false"]);
     }
 
     #[test]

@@ -22,6 +22,9 @@ pub(super) struct RawChange<'a> {
     pub previous_address: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub mode: Option<Cow<'a, str>>,
+    /// The resource type (`aws_iam_role`).
+    #[serde(borrow, default, rename = "type")]
+    pub kind: Option<Cow<'a, str>>,
     #[serde(default)]
     pub deposed: Option<IgnoredAny>,
     #[serde(borrow, default)]
@@ -225,6 +228,8 @@ pub(super) fn quick_no_op(entry: &[u8]) -> Option<(RawChange<'_>, usize)> {
         address: text(Some(address?))??,
         previous_address: text(previous_address)?,
         mode: text(mode)?,
+        // A no-op's type is not needed (only drift reads it).
+        kind: None,
         deposed: match deposed {
             None => None,
             Some(v) => serde_json::from_slice::<Option<IgnoredAny>>(v).ok()?,

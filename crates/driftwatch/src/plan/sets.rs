@@ -112,7 +112,7 @@ fn digest(raw: Option<&RawValue>) -> Result<u64, serde_json::Error> {
 
 /// A text for `value` that does not depend on the order of any array in it, nor on the
 /// order of object keys; `None` for `null`, `""` and (once reduced) `[]` and `{}`.
-fn canonical(value: &Value) -> Option<String> {
+pub(super) fn canonical(value: &Value) -> Option<String> {
     match value {
         Value::Null => None,
         Value::String(s) if s.is_empty() => None,

@@ -478,3 +478,77 @@ resource "aws_sqs_queue" "q" {
         assert!(!out.contains(CANARY), "{what} shows a secret:\n{out}");
     }
 }
+
+const KEYS_TF: &str = r#"resource "aws_sqs_queue" "a" {
+  name = "{{prefix}}-a"
+  tags = sensitive({ "CANARY-c0p1-key" = "CANARY-c0p1-val", plain = "p" })
+}
+
+resource "aws_sqs_queue" "b" {
+  name = "{{prefix}}-b"
+  tags = aws_sqs_queue.a.tags_all
+}
+
+resource "aws_sqs_queue" "c" {
+  name = "{{prefix}}-c"
+  tags = { for k, v in aws_sqs_queue.a.tags_all : "copy-${k}" => "x" }
+}
+"#;
+
+/// The keys of a map a resource marks whole (`sensitive({...})`, not a variable): the
+/// AWS provider copies them unmarked into the queue's `tags_all`, and the configuration
+/// copies that into queues that mark nothing, as keys (`b`) and inside keys (`c`). A tag
+/// under such a key changed outside is drift there, and its path must not show the key.
+#[test]
+fn keys_of_a_map_marked_in_another_resource_stay_hidden() {
+    let Some(engine) = Engine::get("keys_of_a_map_marked_in_another_resource_stay_hidden") else {
+        return;
+    };
+    let stack = Stack::new(&engine, "keys", &[("main.tf", KEYS_TF)]);
+    stack.init_and_apply();
+    stack.out_of_band(
+        r#"
+sqs.tag_queue(QueueUrl=queue_url(f"{P}-b"), Tags={"CANARY-c0p1-key": "y"})
+sqs.tag_queue(QueueUrl=queue_url(f"{P}-c"), Tags={"copy-CANARY-c0p1-key": "y", "copy-plain": "z"})
+"#,
+    );
+    let out_dir = tempfile::tempdir().unwrap();
+    let md = out_dir.path().join("drift.md");
+    let json: super::Ran = stack
+        .driftwatch()
+        .args(["run", "--binary", "terraform", "--chdir"])
+        .arg(&stack.root)
+        .arg("--json")
+        .arg("--markdown")
+        .arg(&md)
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(json.code, 2, "{}", json.stderr);
+    let text = stack.run(&[]);
+    assert_eq!(text.code, 2, "{}", text.stderr);
+    for (what, out) in [
+        ("JSON", &json.stdout),
+        ("stderr of the JSON run", &json.stderr),
+        ("text", &text.stdout),
+        ("stderr", &text.stderr),
+        ("Markdown", &std::fs::read_to_string(&md).unwrap()),
+    ] {
+        assert!(!out.contains(CANARY), "{what} shows a secret key:\n{out}");
+    }
+    let doc: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let paths = |address: &str| -> Vec<String> {
+        finding(&doc, address)["paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(paths("aws_sqs_queue.b"), ["tags", "tags_all"], "{doc:#}");
+    assert_eq!(
+        paths("aws_sqs_queue.c"),
+        ["tags", "tags.copy-plain", "tags_all", "tags_all.copy-plain"],
+        "{doc:#}"
+    );
+}
